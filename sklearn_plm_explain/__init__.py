@@ -1,0 +1,21 @@
+"""Explanations of models you can only query.
+
+Exact local linear models of piecewise-linear classifiers recovered from
+queries (:class:`OpenAPIExplainer`), LIME with a stability test
+(:class:`StableLIMEExplainer`, :class:`LimeTabularExplainer`), and a logistic
+model tree that is itself a piecewise-linear model
+(:class:`LogisticModelTreeClassifier`).
+"""
+
+# SPDX-License-Identifier: BSD-3-Clause
+
+from sklearn_plm_explain._blackbox import ModelResponseError
+from sklearn_plm_explain._explanation import Explanation
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Explanation",
+    "ModelResponseError",
+    "__version__",
+]

@@ -1,0 +1,222 @@
+"""Querying the explained model: response kinds, validation, batching, seeds."""
+
+# SPDX-License-Identifier: BSD-3-Clause
+
+import zlib
+
+import numpy as np
+from sklearn.base import is_regressor
+from sklearn.utils import check_random_state, gen_even_slices
+from sklearn.utils.parallel import Parallel, delayed
+from threadpoolctl import threadpool_limits
+
+__all__ = ["ModelResponseError"]
+
+# Rows of a probability response may miss 1 by this much before we refuse them.
+_PROBA_SUM_ATOL = 1e-6
+
+
+class ModelResponseError(ValueError):
+    """The explained model returned something that cannot be a valid response.
+
+    Attributes
+    ----------
+    rows : ndarray of int
+        Indices, in the batch passed to ``explain``, of the rows whose queries
+        received the invalid responses.
+    partial : Explanation or None
+        What had been computed before the failure (rows not finished carry the
+        status ``"not_run"``), so that no finished work is lost.
+    """
+
+    def __init__(self, message, rows, partial=None):
+        super().__init__(message)
+        self.rows = np.asarray(rows)
+        self.partial = partial
+
+
+def resolve_response_method(estimator, response_method):
+    """Return ``(method_name, kind)`` for the model and the requested method.
+
+    ``kind`` is ``"logit"`` (decision function, log-odds scale), ``"proba"``
+    (class probabilities) or ``"regression"`` (a real-valued prediction).
+    """
+    kinds = {
+        "decision_function": "logit",
+        "predict_proba": "proba",
+        "predict": "regression",
+    }
+    if not hasattr(estimator, "fit") and callable(estimator):
+        method = "predict_proba" if response_method == "auto" else response_method
+        return method, kinds[method]
+    if response_method == "auto":
+        if is_regressor(estimator):
+            method = "predict"
+        elif hasattr(estimator, "decision_function"):
+            method = "decision_function"
+        elif hasattr(estimator, "predict_proba"):
+            method = "predict_proba"
+        else:
+            raise TypeError(
+                f"{type(estimator).__name__} has neither predict_proba nor "
+                "decision_function, and is not a regressor: it cannot be explained."
+            )
+    else:
+        method = response_method
+        if not hasattr(estimator, method):
+            raise TypeError(
+                f"{type(estimator).__name__} has no method {method!r} "
+                "(response_method)."
+            )
+    return method, kinds[method]
+
+
+class BlackBox:
+    """Sends query points to the model and checks what comes back.
+
+    Parameters
+    ----------
+    estimator : object or callable
+        The fitted model, or ``f(X) -> responses``.
+    method : str
+        Name of the method to call on ``estimator`` (ignored for callables).
+    kind : {"logit", "proba", "regression"}
+        What the responses are.
+    n_outputs : int or None
+        Expected number of columns (classes), checked on every response.
+    feature_names : ndarray of str or None
+        When the model was fitted on a DataFrame, queries are sent as a
+        DataFrame with these columns.
+    batch_size : int or None
+        Largest number of points sent in one call; ``None`` means no limit.
+    """
+
+    def __init__(
+        self, estimator, method, kind, n_outputs, feature_names=None, batch_size=None
+    ):
+        self.estimator = estimator
+        self.method = method
+        self.kind = kind
+        self.n_outputs = n_outputs
+        self.feature_names = feature_names
+        self.batch_size = batch_size
+        self.n_calls = 0
+
+    def _call(self, X):
+        if self.feature_names is not None:
+            import pandas as pd
+
+            X = pd.DataFrame(X, columns=list(self.feature_names))
+        fn = self.estimator
+        if hasattr(fn, "fit") or not callable(fn):
+            fn = getattr(self.estimator, self.method)
+        self.n_calls += 1
+        return fn(X)
+
+    def query(self, X, owners):
+        """Return the validated responses, shape (n_points, n_outputs).
+
+        ``owners[i]`` is the explained row that point ``i`` belongs to; it is
+        used to name the rows in error messages.
+        """
+        m = X.shape[0]
+        step = m if not self.batch_size else int(self.batch_size)
+        parts = [self._call(X[i : i + step]) for i in range(0, m, step)]
+        parts = [np.asarray(p) for p in parts]
+        try:
+            out = np.concatenate(
+                [p.reshape(p.shape[0], -1) if p.ndim == 1 else p for p in parts]
+            )
+        except ValueError as exc:
+            raise ModelResponseError(
+                f"The model returned responses of inconsistent shapes: {exc}",
+                rows=np.unique(owners),
+            ) from None
+        return self._validate(out, owners)
+
+    def _validate(self, out, owners):
+        m = owners.shape[0]
+        if out.ndim != 2 or out.shape[0] != m:
+            raise ModelResponseError(
+                f"The model returned an array of shape {out.shape} for {m} "
+                "query points; expected one row per point.",
+                rows=np.unique(owners),
+            )
+        if not np.issubdtype(out.dtype, np.number):
+            raise ModelResponseError(
+                f"The model returned non-numeric responses (dtype {out.dtype}).",
+                rows=np.unique(owners),
+            )
+        out = out.astype(np.float64, copy=False)
+        if self.kind == "logit" and out.shape[1] == 1:
+            # Binary decision function: the logit of the second class.
+            out = np.hstack([np.zeros_like(out), out])
+        if self.n_outputs is not None and out.shape[1] != self.n_outputs:
+            raise ModelResponseError(
+                f"The model returned {out.shape[1]} columns; expected "
+                f"{self.n_outputs}.",
+                rows=np.unique(owners),
+            )
+        self._check_values(out, owners)
+        return out
+
+    def _check_values(self, out, owners):
+        bad = ~np.isfinite(out).all(axis=1)
+        if bad.any():
+            _raise_rows("non-finite values (NaN or inf)", bad, owners)
+        if self.kind != "proba":
+            return
+        bad = (out < 0).any(axis=1) | (out > 1).any(axis=1)
+        if bad.any():
+            _raise_rows("probabilities outside [0, 1]", bad, owners)
+        bad = np.abs(out.sum(axis=1) - 1.0) > _PROBA_SUM_ATOL
+        if bad.any():
+            _raise_rows("probabilities that do not sum to 1", bad, owners)
+
+
+def _raise_rows(problem, bad, owners):
+    rows = np.unique(owners[bad])
+    shown = ", ".join(str(r) for r in rows[:10]) + (" ..." if rows.size > 10 else "")
+    raise ModelResponseError(
+        f"The model returned {problem} for {int(bad.sum())} query point(s) "
+        f"belonging to row(s) {shown} of the explained batch.",
+        rows=rows,
+    )
+
+
+def base_seed(random_state):
+    """One integer drawn before any dispatch, shared by all rows of a call."""
+    rng = check_random_state(random_state)
+    return int(rng.randint(np.iinfo(np.int32).max))
+
+
+def row_generators(X, seed):
+    """One independent generator per row, derived from the row's content.
+
+    Seeding from the content rather than the position makes every row's
+    explanation independent of the batch it came in and of ``n_jobs``.
+    Identical rows get identical explanations.
+    """
+    X = np.ascontiguousarray(X, dtype=np.float64)
+    return [
+        np.random.default_rng(np.random.SeedSequence([seed, zlib.crc32(row.tobytes())]))
+        for row in X
+    ]
+
+
+def _limited(func, *args):
+    # Several workers each running multi-threaded BLAS would oversubscribe.
+    with threadpool_limits(limits=1, user_api="blas"):
+        return func(*args)
+
+
+def map_row_chunks(func, n_rows, n_jobs, *args):
+    """Run ``func(rows_slice, *args)`` over even chunks of rows, in order."""
+    from joblib import effective_n_jobs
+
+    n_chunks = min(effective_n_jobs(n_jobs), max(n_rows, 1))
+    if n_chunks <= 1:
+        return [func(slice(0, n_rows), *args)]
+    return Parallel(n_jobs=n_jobs)(
+        delayed(_limited)(func, sl, *args) for sl in gen_even_slices(n_rows, n_chunks)
+    )
