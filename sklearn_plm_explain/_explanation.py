@@ -128,12 +128,13 @@ class Explanation:
         extra = ""
         if "status" in self._rows:
             names, counts = np.unique(self._rows["status"], return_counts=True)
-            extra = ", status={" + ", ".join(
-                f"{k!s}: {v}" for k, v in zip(names, counts)
-            ) + "}"
+            extra = (
+                ", status={"
+                + ", ".join(f"{k!s}: {v}" for k, v in zip(names, counts))
+                + "}"
+            )
         return (
-            f"Explanation(method={self.method!r}, n_samples={n}, "
-            f"n_features={d}{extra})"
+            f"Explanation(method={self.method!r}, n_samples={n}, n_features={d}{extra})"
         )
 
     @property
@@ -197,9 +198,7 @@ def _encode(arr):
     arr = np.asarray(arr)
     kind = arr.dtype.kind
     if kind == "f":
-        flat = [
-            float(v) if np.isfinite(v) else str(v) for v in arr.ravel().tolist()
-        ]
+        flat = [float(v) if np.isfinite(v) else str(v) for v in arr.ravel().tolist()]
         data = flat
     elif kind in "iub":
         data = arr.ravel().tolist()
