@@ -1,0 +1,208 @@
+"""White-box ground truth: the exact local linear model of known PLMs."""
+
+# SPDX-License-Identifier: BSD-3-Clause
+
+import numpy as np
+from sklearn.base import is_classifier
+from sklearn.decomposition import PCA
+from sklearn.linear_model import LinearRegression, LogisticRegression, Ridge
+from sklearn.neural_network import MLPClassifier, MLPRegressor
+from sklearn.pipeline import Pipeline
+from sklearn.preprocessing import MaxAbsScaler, MinMaxScaler, StandardScaler
+from sklearn.utils.validation import check_array, check_is_fitted
+
+__all__ = ["local_linear_model", "decision_features"]
+
+_PLM_ACTIVATIONS = ("relu", "identity")
+
+
+def local_linear_model(estimator, X):
+    """Exact local linear model of a fitted piecewise-linear model at each row.
+
+    Parameters
+    ----------
+    estimator : estimator
+        A fitted model of a known piecewise-linear family: ``MLPClassifier`` /
+        ``MLPRegressor`` with ``relu`` or ``identity`` activation,
+        ``LogisticRegression``, ``LinearRegression``, ``Ridge``, a ``Pipeline``
+        of affine steps (``StandardScaler``, ``MinMaxScaler``, ``MaxAbsScaler``,
+        ``PCA``) ending in one of those, or any estimator that offers a
+        ``local_linear_model(X)`` method (such as
+        :class:`LogisticModelTreeClassifier`).
+    X : array-like of shape (n_samples, n_features)
+        Rows at which to read the local model.
+
+    Returns
+    -------
+    W : ndarray of shape (n_samples, n_features, n_outputs)
+        Local slopes of the logits (classifiers; for binary models the first
+        class's logit is 0) or of the prediction (regressors, one output).
+    b : ndarray of shape (n_samples, n_outputs)
+        Local intercepts, so that ``softmax(X[i] @ W[i] + b[i])`` equals
+        ``predict_proba(X[i])`` (classifiers) and ``X[i] @ W[i] + b[i]`` equals
+        ``predict(X[i])`` (regressors).
+
+    Raises
+    ------
+    TypeError
+        If ``estimator`` is not a known piecewise-linear model.
+
+    Examples
+    --------
+    >>> from sklearn.datasets import load_iris
+    >>> from sklearn.linear_model import LogisticRegression
+    >>> from sklearn_plm_explain import local_linear_model
+    >>> X, y = load_iris(return_X_y=True)
+    >>> W, b = local_linear_model(LogisticRegression(max_iter=500).fit(X, y), X[:2])
+    >>> W.shape, b.shape
+    ((2, 4, 3), (2, 3))
+    """
+    check_is_fitted(estimator)
+    X = check_array(X, dtype=np.float64)
+    return _dispatch(estimator, X)
+
+
+def decision_features(W, target):
+    """Decision features ``D_c`` of class ``c = target[i]`` from logit slopes.
+
+    ``D_c = 1/(C-1) * sum_{c' != c} (W_c - W_c')``, which equals
+    ``C/(C-1) * (W_c - mean_j W_j)``. For one output (regression) the slopes
+    themselves are returned.
+
+    Parameters
+    ----------
+    W : ndarray of shape (n_samples, n_features, n_outputs)
+        Logit slopes, e.g. from :func:`local_linear_model`.
+    target : array-like of int of shape (n_samples,)
+        Index of the class of each row.
+
+    Returns
+    -------
+    D : ndarray of shape (n_samples, n_features)
+    """
+    W = np.asarray(W, dtype=np.float64)
+    n, _, C = W.shape
+    if C == 1:
+        return W[:, :, 0].copy()
+    target = np.asarray(target, dtype=np.intp)
+    centred = W - W.mean(axis=2, keepdims=True)
+    return C / (C - 1) * centred[np.arange(n), :, target]
+
+
+def _dispatch(estimator, X):
+    if hasattr(estimator, "local_linear_model") and not isinstance(estimator, Pipeline):
+        return estimator.local_linear_model(X)
+    if isinstance(estimator, Pipeline):
+        return _pipeline(estimator, X)
+    if isinstance(estimator, (MLPClassifier, MLPRegressor)):
+        return _mlp(estimator, X)
+    if isinstance(estimator, LogisticRegression):
+        return _linear_classifier(estimator, X)
+    if isinstance(estimator, (LinearRegression, Ridge)):
+        return _linear_regressor(estimator, X)
+    raise TypeError(
+        f"{type(estimator).__name__} is not a known piecewise-linear model; "
+        "local_linear_model supports MLPClassifier/MLPRegressor (relu or "
+        "identity), LogisticRegression, LinearRegression, Ridge, pipelines of "
+        "affine steps into those, and estimators with a local_linear_model "
+        "method."
+    )
+
+
+def _affine_step(step):
+    """Return ``(A, c)`` with ``step.transform(x) == x @ A + c``."""
+    if isinstance(step, StandardScaler):
+        d = step.n_features_in_
+        scale = step.scale_ if step.scale_ is not None else np.ones(d)
+        mean = step.mean_ if step.mean_ is not None else np.zeros(d)
+        return np.diag(1.0 / scale), -mean / scale
+    if isinstance(step, MinMaxScaler):
+        if step.clip:
+            raise TypeError("MinMaxScaler(clip=True) is not affine.")
+        return np.diag(step.scale_), step.min_.copy()
+    if isinstance(step, MaxAbsScaler):
+        return np.diag(1.0 / step.scale_), np.zeros(step.n_features_in_)
+    if isinstance(step, PCA):
+        A = step.components_.T.copy()
+        if step.whiten:
+            A /= np.sqrt(step.explained_variance_)
+        return A, -step.mean_ @ A
+    raise TypeError(
+        f"Pipeline step {type(step).__name__} is not a known affine transform; "
+        "supported: StandardScaler, MinMaxScaler, MaxAbsScaler, PCA."
+    )
+
+
+def _pipeline(pipe, X):
+    A_total, c_total = np.eye(X.shape[1]), np.zeros(X.shape[1])
+    for _, step in pipe.steps[:-1]:
+        if step is None or step == "passthrough":
+            continue
+        A, c = _affine_step(step)
+        A_total, c_total = A_total @ A, c_total @ A + c
+    Z = X @ A_total + c_total
+    Wz, bz = _dispatch(pipe.steps[-1][1], Z)
+    # Chain rule: logits = (x A + c) Wz + bz.
+    W = np.einsum("ij,njk->nik", A_total, Wz)
+    b = np.einsum("j,njk->nk", c_total, Wz) + bz
+    return W, b
+
+
+def _mlp(mlp, X):
+    if mlp.activation not in _PLM_ACTIVATIONS:
+        raise TypeError(
+            f"{type(mlp).__name__}(activation={mlp.activation!r}) is not piecewise "
+            "linear; only 'relu' and 'identity' are."
+        )
+    if not is_classifier(mlp) and mlp.out_activation_ != "identity":
+        raise TypeError(
+            f"MLPRegressor with output activation {mlp.out_activation_!r} is not "
+            "piecewise linear."
+        )
+    n, d = X.shape
+    W = np.broadcast_to(np.eye(d), (n, d, d)).copy()
+    b = np.zeros((n, d))
+    h = X
+    last = len(mlp.coefs_) - 1
+    for layer, (coef, icpt) in enumerate(zip(mlp.coefs_, mlp.intercepts_)):
+        h = h @ coef + icpt
+        W = W @ coef
+        b = b @ coef + icpt
+        if layer < last and mlp.activation == "relu":
+            # The activation pattern at each row fixes the local affine map.
+            mask = (h > 0).astype(np.float64)
+            h = h * mask
+            W = W * mask[:, None, :]
+            b = b * mask
+    if is_classifier(mlp) and W.shape[2] == 1:
+        W, b = _binary_logits(W[:, :, 0], b[:, 0])
+    return W, b
+
+
+def _binary_logits(w, b):
+    n, d = w.shape
+    W = np.zeros((n, d, 2))
+    W[:, :, 1] = w
+    B = np.zeros((n, 2))
+    B[:, 1] = b
+    return W, B
+
+
+def _linear_classifier(model, X):
+    n = X.shape[0]
+    coef, icpt = model.coef_, model.intercept_
+    if coef.shape[0] == 1:
+        w = np.broadcast_to(coef[0], (n, coef.shape[1]))
+        return _binary_logits(w, np.full(n, icpt[0]))
+    W = np.broadcast_to(coef.T, (n, *coef.T.shape)).copy()
+    return W, np.broadcast_to(icpt, (n, icpt.shape[0])).copy()
+
+
+def _linear_regressor(model, X):
+    n = X.shape[0]
+    coef = np.ravel(model.coef_)
+    if np.ndim(model.coef_) == 2 and model.coef_.shape[0] != 1:
+        raise TypeError("Multi-output linear regressors are not supported.")
+    W = np.broadcast_to(coef[:, None], (n, coef.shape[0], 1)).copy()
+    b = np.full((n, 1), float(np.ravel(model.intercept_)[0]))
+    return W, b

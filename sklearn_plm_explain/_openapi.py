@@ -1,0 +1,642 @@
+"""OpenAPIExplainer: exact local linear models of piecewise-linear models."""
+
+# SPDX-License-Identifier: BSD-3-Clause
+
+import warnings
+from numbers import Integral, Real
+
+import numpy as np
+from sklearn.base import (
+    BaseEstimator,
+    OneToOneFeatureMixin,
+    TransformerMixin,
+    _fit_context,
+    clone,
+)
+from sklearn.exceptions import ConvergenceWarning, NotFittedError
+from sklearn.utils._param_validation import HasMethods, Interval, StrOptions
+from sklearn.utils.validation import check_is_fitted, validate_data
+
+from sklearn_plm_explain._blackbox import (
+    BlackBox,
+    ModelResponseError,
+    base_seed,
+    map_row_chunks,
+    resolve_response_method,
+    row_generators,
+)
+from sklearn_plm_explain._certify import (
+    fit_local_models,
+    noise_inflation,
+    relative_bound,
+    response_floor,
+)
+from sklearn_plm_explain._explanation import Explanation
+from sklearn_plm_explain._radius import Attempt, RadiusSearch
+
+__all__ = ["OpenAPIExplainer", "STATUSES"]
+
+STATUSES = {
+    "exact": "certified: the local linear model is exact to the target tolerance",
+    "saturated": "a probability is exactly 0 or 1, so its log-ratio is undefined",
+    "imprecise": "the responses are too imprecise to resolve the slope at any "
+    "radius that stays inside the row's linear region",
+    "boundary": "the row lies on (or within float precision of) a boundary "
+    "between linear regions",
+    "not_piecewise_linear": "residuals shrink like the square of the radius: "
+    "the model is smooth and curved, not piecewise linear",
+    "not_run": "not explained because the model failed on another row first",
+}
+
+
+class OpenAPIExplainer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
+    """Exact decision features of a piecewise-linear model, from queries alone.
+
+    A piecewise-linear model (PLM: ReLU networks, logistic model trees, linear
+    models and affine pipelines into them) is on each linear region a softmax
+    of affine logits. The centred log-ratios of its probabilities are then
+    affine in the input, so a least-squares fit on a few points around a row
+    recovers the local logits' slopes *exactly* - if all points share the
+    row's region, and if the responses are precise enough. This explainer
+    samples a small cube around each row, fits all classes at once, and
+    certifies the fit from the data itself: the residuals over spare
+    "witness" points estimate the response noise, and the slope's error bound
+    derived from that noise must meet ``rtol``. Rows that cannot be certified
+    are reported with a named status, never as exact.
+
+    Read more in the README's section on statuses.
+
+    Parameters
+    ----------
+    estimator : estimator or callable
+        A fitted classifier (with ``predict_proba`` or ``decision_function``)
+        or regressor, or a callable ``f(X) -> probabilities (n, C)``. A fitted
+        estimator is never refitted. An unfitted estimator is cloned and
+        fitted on ``(X, y)`` in :meth:`fit`. To tune the explainer with
+        ``GridSearchCV`` around an already fitted model, wrap the model in
+        :class:`sklearn.frozen.FrozenEstimator` so that cloning keeps it.
+    response_method : {"auto", "predict_proba", "decision_function", "predict"}, \
+            default="auto"
+        What to query. ``"auto"`` uses ``predict`` for regressors, then
+        ``decision_function`` (logits: exact even where probabilities
+        saturate), then ``predict_proba``. Callables are treated as
+        ``predict_proba`` unless told otherwise.
+    init_radius : float, default=1e-3
+        First half-width of the sampling cube, in units of each feature's
+        scale (see ``scale``).
+    min_radius : float, default=1e-9
+        Smallest half-width tried before a row is declared a boundary row.
+    max_radius : float, default=1.0
+        Largest half-width tried when the responses are noisy.
+    n_witnesses : int, default=3
+        Points sampled beyond the ``d + 1`` needed to solve; their residuals
+        estimate the response noise (the certificate's spare degrees of
+        freedom).
+    rtol : float, default=1e-8
+        Target relative L1 error of every class's slope. A row is ``"exact"``
+        only when its error bound is at most ``rtol``.
+    max_iter : int, default=20
+        Largest number of attempts (radii) per row.
+    scale : "std" or array-like of shape (n_features,), default="std"
+        Per-feature unit of the sampling cube. ``"std"`` uses the standard
+        deviation of ``X`` in :meth:`fit`; constant features get the median of
+        the other scales.
+    batch_size : int, default=None
+        Largest number of points sent to the model in one call. ``None``
+        sends each attempt's points for all rows of a chunk in one call.
+    n_jobs : int, default=None
+        Number of jobs explaining chunks of rows in parallel. ``None`` means 1
+        unless in a :obj:`joblib.parallel_config` context. ``-1`` means all
+        processors.
+    random_state : int, RandomState instance or None, default=None
+        Seeds the sampling. Each row draws from its own generator derived from
+        this seed and the row's values, so results do not depend on ``n_jobs``
+        or on the other rows of the batch.
+
+    Attributes
+    ----------
+    estimator_ : estimator or callable
+        The explained model.
+    response_method_ : str
+        The method queried.
+    classes_ : ndarray of shape (n_classes,) or None
+        Class labels (``None`` for regressors).
+    scale_ : ndarray of shape (n_features,)
+        Per-feature unit of the sampling cube.
+    n_features_in_ : int
+        Number of features seen during :meth:`fit`.
+    feature_names_in_ : ndarray of shape (n_features_in_,)
+        Names of features seen during :meth:`fit`, when they are all strings.
+
+    See Also
+    --------
+    local_linear_model : White-box ground truth for known PLMs.
+
+    References
+    ----------
+    .. [1] L. Chu, X. Hu, J. Hu, L. Wang, J. Pei, "Exact and Consistent
+       Interpretation for Piecewise Linear Neural Networks: A Closed Form
+       Solution", KDD 2018; its black-box variant OpenAPI.
+
+    Examples
+    --------
+    >>> from sklearn.datasets import load_iris
+    >>> from sklearn.neural_network import MLPClassifier
+    >>> from sklearn_plm_explain import OpenAPIExplainer
+    >>> X, y = load_iris(return_X_y=True)
+    >>> mlp = MLPClassifier((16,), max_iter=2000, random_state=0).fit(X, y)
+    >>> explainer = OpenAPIExplainer(mlp, random_state=0).fit(X)
+    >>> e = explainer.explain(X[:3])
+    >>> e.status
+    array(['exact', 'exact', 'exact'], dtype=object)
+    >>> e.values.shape
+    (3, 4)
+    """
+
+    _parameter_constraints: dict = {
+        "estimator": [HasMethods(["fit"]), callable, None],
+        "response_method": [
+            StrOptions({"auto", "predict_proba", "decision_function", "predict"})
+        ],
+        "init_radius": [Interval(Real, 0, None, closed="neither")],
+        "min_radius": [Interval(Real, 0, None, closed="neither")],
+        "max_radius": [Interval(Real, 0, None, closed="neither")],
+        "n_witnesses": [Interval(Integral, 2, None, closed="left")],
+        "rtol": [Interval(Real, 0, 1, closed="neither")],
+        "max_iter": [Interval(Integral, 1, None, closed="left")],
+        "scale": [StrOptions({"std"}), "array-like"],
+        "batch_size": [Interval(Integral, 1, None, closed="left"), None],
+        "n_jobs": [Integral, None],
+        "random_state": ["random_state"],
+    }
+
+    def __init__(
+        self,
+        estimator=None,
+        *,
+        response_method="auto",
+        init_radius=1e-3,
+        min_radius=1e-9,
+        max_radius=1.0,
+        n_witnesses=3,
+        rtol=1e-8,
+        max_iter=20,
+        scale="std",
+        batch_size=None,
+        n_jobs=None,
+        random_state=None,
+    ):
+        self.estimator = estimator
+        self.response_method = response_method
+        self.init_radius = init_radius
+        self.min_radius = min_radius
+        self.max_radius = max_radius
+        self.n_witnesses = n_witnesses
+        self.rtol = rtol
+        self.max_iter = max_iter
+        self.scale = scale
+        self.batch_size = batch_size
+        self.n_jobs = n_jobs
+        self.random_state = random_state
+
+    # -- fit ----------------------------------------------------------------------
+    @_fit_context(prefer_skip_nested_validation=False)
+    def fit(self, X, y=None):
+        """Learn the feature scales and resolve how to query the model.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Training (background) data; only its per-feature spread is used.
+        y : array-like of shape (n_samples,), default=None
+            Only used to fit an unfitted ``estimator``.
+
+        Returns
+        -------
+        self : object
+            Fitted explainer.
+        """
+        X_raw = X
+        X = validate_data(self, X, dtype=np.float64, ensure_min_samples=1)
+        if self.min_radius > self.init_radius or self.init_radius > self.max_radius:
+            raise ValueError(
+                "Radii must satisfy min_radius <= init_radius <= max_radius; got "
+                f"{self.min_radius}, {self.init_radius}, {self.max_radius}."
+            )
+        self.estimator_ = self._resolve_estimator(X_raw, y)
+        self.response_method_, self._kind = resolve_response_method(
+            self.estimator_, self.response_method
+        )
+        self.classes_ = self._resolve_classes(X)
+        self.scale_ = self._resolve_scale(X)
+        return self
+
+    def _resolve_estimator(self, X, y):
+        est = self.estimator
+        if est is None:
+            raise ValueError(
+                "OpenAPIExplainer needs an estimator (a fitted model or a callable)."
+            )
+        if not hasattr(est, "fit"):
+            return est
+        try:
+            check_is_fitted(est)
+            return est
+        except NotFittedError:
+            if y is None:
+                raise ValueError(
+                    f"The estimator {type(est).__name__} is not fitted and no y was "
+                    "given to fit it. Pass a fitted model (wrapped in "
+                    "sklearn.frozen.FrozenEstimator to survive clone) or call "
+                    "fit(X, y)."
+                ) from None
+            return clone(est).fit(X, y)
+
+    def _resolve_classes(self, X):
+        if self._kind == "regression":
+            self._n_outputs = 1
+            return None
+        classes = getattr(self.estimator_, "classes_", None)
+        if classes is None:
+            # A bare callable: one query tells how many classes it returns.
+            probe = BlackBox(self.estimator_, self.response_method_, self._kind, None)
+            out = probe.query(X[:1], np.zeros(1, dtype=np.intp))
+            classes = np.arange(out.shape[1])
+        self._n_outputs = max(len(classes), 2)
+        return np.asarray(classes)
+
+    def _resolve_scale(self, X):
+        if isinstance(self.scale, str):
+            scale = X.std(axis=0)
+            positive = scale[scale > 0]
+            fallback = np.median(positive) if positive.size else 1.0
+            # A constant feature still needs a step: its slope is part of
+            # the local model even if the training data never moved it.
+            return np.where(scale > 0, scale, fallback)
+        scale = np.asarray(self.scale, dtype=np.float64)
+        if scale.shape != (self.n_features_in_,) or not np.all(scale > 0):
+            raise ValueError(
+                f"scale must be 'std' or {self.n_features_in_} positive numbers; "
+                f"got shape {scale.shape}."
+            )
+        return scale
+
+    # -- explain ------------------------------------------------------------------
+    def explain(self, X, target=None):
+        """Recover and certify the local linear model of each row.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Rows to explain.
+        target : label or array-like of shape (n_samples,), default=None
+            Class whose decision features go into ``values``; default the class
+            the model predicts for each row. Ignored for regressors.
+
+        Returns
+        -------
+        explanation : Explanation
+            ``values`` (n, d) decision features of the target class, ``coef``
+            (n, d, C) local logit slopes centred across classes, ``intercept``
+            (n, C), and per-row diagnostics ``status``, ``converged``,
+            ``error_bound``, ``radius``, ``n_iter``, ``n_queries``.
+
+        Raises
+        ------
+        ValueError
+            For invalid rows or targets, before any query is sent.
+        ModelResponseError
+            If the model returns invalid responses; names the rows and keeps
+            the finished rows in its ``partial`` attribute.
+        """
+        check_is_fitted(self)
+        X = validate_data(self, X, dtype=np.float64, reset=False)
+        target_idx = self._target_indices(target, X.shape[0])
+        seed = base_seed(self.random_state)
+        try:
+            parts = map_row_chunks(
+                self._explain_rows, X.shape[0], self.n_jobs, X, target_idx, seed
+            )
+        except ModelResponseError as err:
+            if err.partial is not None and not isinstance(err.partial, Explanation):
+                err.partial = self._assemble([err.partial], X.shape[0])
+            raise
+        explanation = self._assemble(parts, X.shape[0])
+        _warn_failures(explanation.status)
+        return explanation
+
+    def transform(self, X):
+        """Decision features of the predicted class, shape (n_samples, n_features).
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Rows to explain.
+
+        Returns
+        -------
+        values : ndarray of shape (n_samples, n_features)
+        """
+        return self.explain(X).values
+
+    def score(self, X, y=None):
+        """Share of rows certified exact, less a small charge per query.
+
+        The charge, 1e-6 times the mean number of queries per row divided by
+        ``n_features + 2``, only breaks ties between settings that certify
+        the same share of rows.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Rows to explain.
+        y : Ignored
+            Not used, present for API consistency.
+
+        Returns
+        -------
+        score : float
+        """
+        e = self.explain(X)
+        per_row = e.n_queries.mean() / (self.n_features_in_ + 2)
+        return float(e.converged.mean() - 1e-6 * per_row)
+
+    def _target_indices(self, target, n):
+        if self.classes_ is None or target is None:
+            return np.full(n, -1, dtype=np.intp)
+        labels = np.asarray(target)
+        if labels.ndim == 0:
+            labels = np.full(n, labels[()], dtype=labels.dtype)
+        if labels.shape != (n,):
+            raise ValueError(
+                f"target must be one label or {n} labels; got shape {labels.shape}."
+            )
+        idx = np.searchsorted(self.classes_, labels)
+        idx = np.clip(idx, 0, len(self.classes_) - 1)
+        unknown = self.classes_[idx] != labels
+        if np.any(unknown):
+            raise ValueError(
+                f"Unknown target label(s) {np.unique(labels[unknown])[:5].tolist()}; "
+                f"the model's classes are {self.classes_.tolist()}."
+            )
+        return idx.astype(np.intp)
+
+    def _black_box(self):
+        names = getattr(self.estimator_, "feature_names_in_", None)
+        return BlackBox(
+            self.estimator_,
+            self.response_method_,
+            self._kind,
+            self._n_outputs,
+            feature_names=names,
+            batch_size=self.batch_size,
+        )
+
+    # -- the per-chunk algorithm --------------------------------------------------
+    def _explain_rows(self, rows, X, target, seed):
+        X, target = X[rows], target[rows]
+        state = _ChunkState(X, rows.start, self._n_outputs, self.init_radius)
+        bb = self._black_box()
+        try:
+            self._query_origins(bb, state, target)
+            rngs = row_generators(X, seed)
+            searches = {
+                i: RadiusSearch(
+                    self.init_radius,
+                    self.min_radius,
+                    self.max_radius,
+                    self.rtol,
+                    state.d,
+                    self.n_witnesses,
+                    max(self.n_witnesses, state.d + 1),
+                )
+                for i in np.flatnonzero(state.status == "")
+            }
+            for _ in range(self.max_iter):
+                if not searches:
+                    break
+                self._attempt(bb, state, searches, rngs)
+            for i, search in searches.items():
+                state.status[i] = search.failure_status()
+        except ModelResponseError as err:
+            state.status[state.status == ""] = "not_run"
+            err.partial = state.as_dict() | {"offset": rows.start}
+            raise
+        return state.as_dict()
+
+    def _query_origins(self, bb, state, target):
+        R0 = bb.query(state.X, state.owners(np.arange(state.n)))
+        state.n_queries += 1
+        state.R0 = R0
+        state.L0, sat = self._to_log(R0)
+        state.status[sat] = "saturated"
+        state.radius[sat] = np.nan
+        predicted = np.argmax(R0, axis=1)
+        state.target = np.where(target >= 0, target, predicted)
+
+    def _to_log(self, R):
+        if self._kind != "proba":
+            return R, np.zeros(R.shape[0], dtype=bool)
+        zero = R <= 0
+        with np.errstate(divide="ignore"):
+            L = np.log(np.where(zero, 1.0, R))
+        return L, zero.any(axis=1)
+
+    def _attempt(self, bb, state, searches, rngs):
+        # Rows differ in radius and in the number of new points, but all
+        # their points go to the model in one call.
+        rows = np.fromiter(searches, dtype=np.intp)
+        steps, draws = [], []
+        for i in rows:
+            search = searches[i]
+            step = search.radius * self.scale_
+            u = rngs[i].uniform(-1.0, 1.0, (search.n_new, state.d))
+            draws.append(state.X[i] + step * u)
+            steps.append(step)
+        counts = np.array([len(p) for p in draws])
+        R = bb.query(np.concatenate(draws), state.owners(np.repeat(rows, counts)))
+        state.n_queries[rows] += counts
+        cubes = []
+        for i, pts, resp in zip(rows, draws, np.split(R, np.cumsum(counts)[:-1])):
+            if searches[i].keep:
+                old_pts, old_resp = state.cubes[i]
+                pts, resp = np.vstack([old_pts, pts]), np.vstack([old_resp, resp])
+            state.cubes[i] = (pts, resp)
+            cubes.append((pts, resp))
+        sizes = np.array([len(c[0]) for c in cubes])
+        for size in np.unique(sizes):
+            g = np.flatnonzero(sizes == size)
+            self._certify(
+                state,
+                searches,
+                rows[g],
+                np.stack([cubes[j][0] for j in g]),
+                np.stack([cubes[j][1] for j in g]),
+                np.stack([steps[j] for j in g]),
+            )
+
+    def _certify(self, state, searches, rows, points, R, step):
+        n, d = len(rows), state.d
+        L, bad = self._to_log(R.reshape(-1, R.shape[2]))
+        L = L.reshape(R.shape)
+        bad = bad.reshape(n, -1).any(axis=1)
+        # The design uses the points as actually represented, not as drawn.
+        U = (points - state.X[rows, None, :]) / step[:, None, :]
+        U = np.concatenate([np.zeros((n, 1, d)), U], axis=1)
+        Y = np.concatenate([state.L0[rows, None, :], L], axis=1)
+        self._judge(state, searches, rows, U, Y, step, bad, R)
+
+    def _judge(self, state, searches, rows, U, Y, step, bad, R):
+        centre = self._kind != "regression"
+        slope, intercept, sigma_hat, se_x = fit_local_models(
+            U, Y, state.X[rows], step, centre
+        )
+        P = None
+        if self._kind == "proba":
+            P = np.concatenate([state.R0[rows, None, :], R], axis=1)
+        floor = response_floor(Y, P)
+        inflation = noise_inflation(U.shape[1] - U.shape[2] - 1)
+        learned = np.array(
+            [_or_zero(searches[i].noise_level(), Y.shape[2]) for i in rows]
+        )
+        sigma = np.maximum(np.maximum(sigma_hat * inflation, floor), learned)
+        rel_cols = relative_bound(slope, sigma, se_x)
+        worst = np.argmax(rel_cols, axis=1)
+        rel = np.where(bad, np.inf, rel_cols[np.arange(len(rows)), worst])
+        by_estimate = (sigma_hat * inflation)[np.arange(len(rows)), worst] >= sigma[
+            np.arange(len(rows)), worst
+        ]
+        for j, i in enumerate(rows):
+            search = searches[i]
+            state.record_estimate(i, slope[j], intercept[j], rel[j], search.radius)
+            search.record(
+                Attempt(
+                    search.radius,
+                    sigma_hat[j],
+                    floor[j],
+                    rel[j],
+                    bool(bad[j]),
+                    bool(by_estimate[j]),
+                )
+            )
+            if rel[j] <= self.rtol:
+                state.status[i] = "exact"
+                del searches[i]
+                continue
+            nxt = search.next_radius()
+            if nxt is None:
+                state.status[i] = search.failure_status()
+                del searches[i]
+            else:
+                search.radius = nxt
+
+    def _assemble(self, parts, n):
+        if "offset" in parts[0]:
+            # A partial result from a failing chunk: the other rows never ran.
+            merged = _pad_partial(parts[0], n, self._n_outputs, self.n_features_in_)
+        else:
+            keys = parts[0].keys()
+            merged = {key: np.concatenate([p[key] for p in parts]) for key in keys}
+        coef = merged.pop("coef")
+        target = merged.pop("target")
+        if self.classes_ is None:
+            values = coef[:, :, 0]
+        else:
+            C = coef.shape[2]
+            values = C / (C - 1) * coef[np.arange(n), :, np.maximum(target, 0)]
+        names = getattr(self, "feature_names_in_", None)
+        if names is None:
+            names = np.array([f"x{j}" for j in range(self.n_features_in_)])
+        status = merged["status"].astype(object)
+        merged.pop("status")
+        return Explanation(
+            values=values,
+            target=np.maximum(target, 0),
+            classes=self.classes_,
+            feature_names=names,
+            method="openapi",
+            params=self.get_params(deep=False) | {"estimator": repr(self.estimator)},
+            coef=coef,
+            status=status,
+            converged=status == "exact",
+            **merged,
+        )
+
+
+class _ChunkState:
+    """Per-row results of one chunk, filled in as attempts come back."""
+
+    def __init__(self, X, offset, n_outputs, init_radius):
+        n, d = X.shape
+        self.X, self.offset, self.n, self.d = X, offset, n, d
+        self.R0 = self.L0 = None
+        self.cubes = {}
+        self.target = np.full(n, -1, dtype=np.intp)
+        self.coef = np.full((n, d, n_outputs), np.nan)
+        self.intercept = np.full((n, n_outputs), np.nan)
+        self.error_bound = np.full(n, np.inf)
+        self.radius = np.full(n, float(init_radius))
+        self.n_iter = np.zeros(n, dtype=np.intp)
+        self.n_queries = np.zeros(n, dtype=np.intp)
+        self.status = np.full(n, "", dtype=object)
+
+    def owners(self, local_rows):
+        return local_rows + self.offset
+
+    def record_estimate(self, i, slope, intercept, rel, radius):
+        self.n_iter[i] += 1
+        # Keep the best estimate: a failed row still reports it, flagged.
+        if rel <= self.error_bound[i] or not np.isfinite(self.error_bound[i]):
+            self.coef[i], self.intercept[i] = slope, intercept
+            self.error_bound[i], self.radius[i] = rel, radius
+
+    def as_dict(self):
+        return {
+            "coef": self.coef,
+            "intercept": self.intercept,
+            "target": self.target,
+            "status": self.status.astype(str),
+            "error_bound": self.error_bound,
+            "radius": self.radius,
+            "n_iter": self.n_iter,
+            "n_queries": self.n_queries,
+        }
+
+
+def _or_zero(level, K):
+    return np.zeros(K) if level is None else level
+
+
+def _pad_partial(part, n, n_outputs, d):
+    part = dict(part)
+    rows = slice(part.pop("offset"), None)
+    full = {
+        "coef": np.full((n, d, n_outputs), np.nan),
+        "intercept": np.full((n, n_outputs), np.nan),
+        "target": np.zeros(n, dtype=np.intp),
+        "status": np.full(n, "not_run", dtype=object),
+        "error_bound": np.full(n, np.inf),
+        "radius": np.full(n, np.nan),
+        "n_iter": np.zeros(n, dtype=np.intp),
+        "n_queries": np.zeros(n, dtype=np.intp),
+    }
+    for key, arr in part.items():
+        full[key][rows][: arr.shape[0]] = arr
+    return full
+
+
+def _warn_failures(status):
+    failed = status != "exact"
+    if not failed.any():
+        return
+    names, counts = np.unique(status[failed], return_counts=True)
+    summary = ", ".join(f"{c} {s}" for s, c in zip(names, counts))
+    rows = np.flatnonzero(failed)
+    shown = ", ".join(map(str, rows[:10])) + (" ..." if rows.size > 10 else "")
+    warnings.warn(
+        f"{failed.sum()} of {status.size} rows were not certified exact "
+        f"({summary}; rows {shown}). Their values are best estimates; see "
+        "Explanation.status and error_bound.",
+        ConvergenceWarning,
+        stacklevel=3,
+    )

@@ -1,0 +1,183 @@
+"""Radius search of one row: shrink on inconsistency, grow on noise."""
+
+# SPDX-License-Identifier: BSD-3-Clause
+
+from dataclasses import dataclass
+
+import numpy as np
+
+# A residual this many times the noise level is not noise.
+EXCESS_FACTOR = 8.0
+# Shrink step after an inconsistent attempt.
+SHRINK = 4.0
+# Residuals are compared across radii at least this far apart, so that a
+# kink's residual (proportional to the radius) and noise (independent of it)
+# are told apart despite the spread of estimates with few degrees of freedom.
+NOISE_TEST_RATIO = 15.0
+# Largest growth in one step, and the narrowest bracket worth bisecting.
+MAX_GROWTH = 1e4
+MIN_BRACKET = 4.0
+# A consistent cube whose bound misses the target by at most this factor gets
+# more points in the same cube rather than a new, larger one.
+AUGMENT_RANGE = 8.0
+
+
+@dataclass
+class Attempt:
+    radius: float
+    sigma_hat: np.ndarray  # (K,) residual RMS per response column
+    floor: np.ndarray  # (K,) a-priori rounding noise per column
+    rel_error: float  # bound on the relative L1 error, worst column
+    bad: bool  # some response in the cube was unusable (e.g. p == 0)
+    estimate_limited: bool = False  # the noise estimate, not the floor, set it
+
+
+class RadiusSearch:
+    """Chooses the next radius of one row from what its attempts showed.
+
+    An attempt whose residuals stand far above the noise level was not linear
+    on its cube (it straddles regions, or the model is curved): the radius
+    must shrink. An attempt whose residuals are at the noise level but whose
+    slope is not resolved to the target needs a *larger* cube. Residuals that
+    stay put when the cube shrinks are noise, not non-linearity; the search
+    then learns that noise level and re-reads its history with it.
+    """
+
+    def __init__(
+        self, radius, min_radius, max_radius, rtol, n_features, n_witnesses, n_more
+    ):
+        self.radius = radius
+        self.min_radius = min_radius
+        self.max_radius = max_radius
+        self.rtol = rtol
+        self.n_features = n_features
+        self.n_witnesses = n_witnesses
+        self.n_more = n_more
+        self.history = []
+        self.noise = None
+        # Plan of the next attempt: how many new points, and whether they
+        # join the previous cube (same radius) or start a new one.
+        self.n_new = n_features + n_witnesses
+        self.keep = False
+
+    def _excess(self, att):
+        if att.bad:
+            return True
+        level = att.floor if self.noise is None else np.maximum(att.floor, self.noise)
+        return bool(np.any(att.sigma_hat > EXCESS_FACTOR * level))
+
+    def _learn_noise(self):
+        # Two inconsistent attempts whose residual did not fall when the cube
+        # shrank: the residual is the response's own noise.
+        exc = [a for a in self.history if not a.bad and self._excess(a)]
+        for j, b in enumerate(exc):
+            for a in exc[:j]:
+                if a.radius < NOISE_TEST_RATIO * b.radius or _exponent(a, b) >= 0.5:
+                    continue
+                level = np.maximum(a.sigma_hat, b.sigma_hat)
+                if self.noise is not None:
+                    level = np.maximum(self.noise, level)
+                self.noise = level
+
+    def noise_level(self):
+        return self.noise
+
+    def record(self, attempt):
+        self.history.append(attempt)
+        self._learn_noise()
+
+    def next_radius(self):
+        """The next radius to try, or None when no radius can succeed.
+
+        May also raise ``n_witnesses``: when the radius is boxed in between a
+        cube too small to resolve the slope and one that is not linear, more
+        points at the largest consistent radius shrink the error bound.
+        """
+        last = self.history[-1]
+        if self._augment(last):
+            return self.radius
+        self.keep = False
+        r_lo, r_hi = self._bracket()
+        if self._excess(last):
+            want = last.radius / SHRINK
+        else:
+            growth = 2.0 * last.rel_error / self.rtol
+            want = last.radius * float(np.clip(growth, 2.0, MAX_GROWTH))
+        blocked = want < self.min_radius
+        if r_lo is not None and r_hi is not None:
+            if r_hi / r_lo < MIN_BRACKET:
+                blocked = True
+            elif not r_lo < want < r_hi:
+                want = float(np.sqrt(r_lo * r_hi))
+        if want > self.max_radius:
+            if any(a.radius >= self.max_radius for a in self.history):
+                blocked = True
+            want = self.max_radius
+        if not blocked:
+            self.n_new = self.n_features + self.n_witnesses
+            return want
+        if r_lo is not None and self.n_witnesses < self.n_more:
+            self.n_witnesses = self.n_more
+            self.n_new = self.n_features + self.n_witnesses
+            return r_lo
+        return None
+
+    def _augment(self, last):
+        # The cube was linear and nearly resolved: more points in it cost less
+        # than a new cube and shrink both the noise estimate's uncertainty and
+        # the slopes' standard errors.
+        near = last.rel_error <= AUGMENT_RANGE * self.rtol
+        useful = last.estimate_limited and self.n_witnesses < self.n_more
+        if self._excess(last) or not near or not useful:
+            return False
+        extra = max(8, self.n_witnesses)
+        self.n_witnesses += extra
+        self.n_new, self.keep = extra, True
+        return True
+
+    def _bracket(self):
+        lo = [a.radius for a in self.history if not self._excess(a)]
+        r_lo = max(lo) if lo else None
+        hi = [
+            a.radius
+            for a in self.history
+            if self._excess(a) and (r_lo is None or a.radius > r_lo)
+        ]
+        return r_lo, (min(hi) if hi else None)
+
+    def failure_status(self):
+        """Name the reason no attempt was certified."""
+        exc = [a for a in self.history if not a.bad and self._excess(a)]
+        if not exc and any(a.bad for a in self.history):
+            return "saturated"
+        r_lo, r_hi = self._bracket()
+        if r_lo is not None and r_hi is not None:
+            # Residuals of a smooth model grow like the radius squared from
+            # the noise level; a piecewise-linear model jumps from the noise
+            # floor to a kink's residual.
+            lo = next(a for a in self.history if a.radius == r_lo)
+            hi = next(a for a in self.history if a.radius == r_hi)
+            level = np.max(np.maximum(lo.sigma_hat, lo.floor))
+            if np.max(hi.sigma_hat) > 30.0 * level * (r_hi / r_lo) ** 2.5:
+                return "boundary"
+        if len(exc) < 2:
+            return "imprecise"
+        r = np.log([a.radius for a in exc])
+        rho = np.log([np.max(a.sigma_hat) for a in exc])
+        if np.ptp(r) == 0:
+            return "imprecise"
+        p = np.polyfit(r, rho, 1)[0]
+        # Residuals of a kink scale with the radius, curvature with its square.
+        if p >= 1.5:
+            return "not_piecewise_linear"
+        if p >= 0.5:
+            return "boundary"
+        return "imprecise"
+
+
+def _exponent(a, b):
+    """Scaling exponent of the residual between two attempts."""
+    rho_a, rho_b = np.max(a.sigma_hat), np.max(b.sigma_hat)
+    if rho_b <= 0:
+        return np.inf
+    return float(np.log(rho_a / rho_b) / np.log(a.radius / b.radius))
