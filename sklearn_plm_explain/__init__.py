@@ -11,11 +11,17 @@ model tree that is itself a piecewise-linear model
 
 from sklearn_plm_explain._blackbox import ModelResponseError
 from sklearn_plm_explain._explanation import Explanation
+from sklearn_plm_explain._ground_truth import decision_features, local_linear_model
+from sklearn_plm_explain._openapi import STATUSES, OpenAPIExplainer
 
 __version__ = "0.1.0"
 
 __all__ = [
     "Explanation",
     "ModelResponseError",
+    "OpenAPIExplainer",
+    "STATUSES",
+    "decision_features",
+    "local_linear_model",
     "__version__",
 ]
