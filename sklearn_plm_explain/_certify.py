@@ -35,8 +35,12 @@ def noise_inflation(n_witnesses, level=1e-3):
     return float(np.sqrt(n_witnesses / q))
 
 
-def response_floor(L, P=None):
-    """A-priori rounding noise of each response column, per row.
+def noise_scale(L, P=None):
+    """A-priori rounding noise of the centred log-ratios at each query point.
+
+    This is the noise model the fit is weighted by and the floor of the noise
+    level it certifies with: the residuals, measured in these units, can only
+    raise it.
 
     Parameters
     ----------
@@ -46,25 +50,29 @@ def response_floor(L, P=None):
         The probabilities, when the responses are probabilities. A small
         probability that a model computed as ``1 - (sum of the others)`` (as
         binary models do with ``p0 = 1 - p1``) carries an *absolute* rounding
-        error of about eps, i.e. a log error of eps / p. It shows itself by
-        lying on the grid of multiples of 2**-53, which a small probability
+        error of about eps, i.e. a log error of about eps / p. It shows itself
+        by lying on the grid of multiples of 2**-53, which a small probability
         computed directly essentially never does.
+
+    Returns
+    -------
+    tau : ndarray of shape (n, m)
     """
-    # A centred log-ratio column carries its own column's rounding error and a
-    # 1/K share of every other column's.
-    per_col = FLOOR_ULPS * EPS * (1.0 + np.abs(L).max(axis=1))
-    floor = per_col + per_col.mean(axis=1, keepdims=True)
+    # A centred log-ratio carries its own column's relative rounding error and
+    # a 1/K share of every other column's: at most twice the largest.
+    tau = 2.0 * FLOOR_ULPS * EPS * (1.0 + np.abs(L).max(axis=2))
     if P is not None:
-        small = P < _SMALL_P
-        on_grid = small & (np.mod(P * 2.0**53, 1.0) == 0.0)
-        with np.errstate(divide="ignore"):
-            absolute = np.where(on_grid, EPS / np.where(on_grid, P, 1.0), 0.0)
-        floor = floor + absolute.max(axis=(1, 2))[:, None]
-    return floor
+        on_grid = (P < _SMALL_P) & (np.mod(P * 2.0**53, 1.0) == 0.0)
+        # Rounding to the grid of 1 - p errs by at most eps/4, and the larger
+        # probability itself by about as much again.
+        safe = np.where(on_grid, P, 1.0)
+        absolute = np.where(on_grid, 0.5 * EPS / safe, 0.0)
+        tau = tau + absolute.max(axis=2)
+    return tau
 
 
-def fit_local_models(U, Y, x0, step, centre):
-    """Least-squares fit of ``Y ~ 1 + U`` per row, with an error bound.
+def fit_local_models(U, Y, x0, step, centre, tau):
+    """Weighted least-squares fit of ``Y ~ 1 + U`` per row.
 
     Parameters
     ----------
@@ -79,6 +87,9 @@ def fit_local_models(U, Y, x0, step, centre):
         Per-row, per-feature unit of ``U`` (radius times feature scale).
     centre : bool
         Centre the responses across columns first (centred log-ratios).
+    tau : ndarray of shape (n, m)
+        Noise scale of each point (see :func:`noise_scale`); points are
+        weighted by ``1 / tau`` and residuals are measured in these units.
 
     Returns
     -------
@@ -87,19 +98,21 @@ def fit_local_models(U, Y, x0, step, centre):
     intercept : ndarray of shape (n, K)
         Intercepts in input space.
     sigma_hat : ndarray of shape (n, K)
-        Residual RMS of each column over the spare degrees of freedom.
+        Residual RMS of each column over the spare degrees of freedom, in
+        units of ``tau`` (about 1 or less when the noise model holds).
     se_x : ndarray of shape (n, d)
-        Standard error of each slope coefficient per unit of noise.
+        Standard error of each slope coefficient in input space, per unit of
+        normalised noise.
     """
     n, m, d = U.shape
     if centre:
         Y = Y - Y.mean(axis=2, keepdims=True)
-    A = np.concatenate([np.ones((n, m, 1)), U], axis=2)
+    w = 1.0 / tau[:, :, None]
+    A = np.concatenate([np.ones((n, m, 1)), U], axis=2) * w
     Q, R = np.linalg.qr(A)
-    beta = np.linalg.solve(R, np.swapaxes(Q, 1, 2) @ Y)
-    resid = Y - A @ beta
-    dof = m - (d + 1)
-    sigma_hat = np.sqrt((resid**2).sum(axis=1) / dof)
+    beta = np.linalg.solve(R, np.swapaxes(Q, 1, 2) @ (Y * w))
+    resid = Y * w - A @ beta
+    sigma_hat = np.sqrt((resid**2).sum(axis=1) / (m - (d + 1)))
     # Standard errors of the coefficients are sigma * sqrt(diag((A'A)^-1)),
     # and (A'A)^-1 = R^-1 R^-T.
     Rinv = np.linalg.inv(R)

@@ -28,13 +28,17 @@ from sklearn_plm_explain._blackbox import (
 from sklearn_plm_explain._certify import (
     fit_local_models,
     noise_inflation,
+    noise_scale,
     relative_bound,
-    response_floor,
 )
 from sklearn_plm_explain._explanation import Explanation
 from sklearn_plm_explain._radius import Attempt, RadiusSearch
 
 __all__ = ["OpenAPIExplainer", "STATUSES"]
+
+# A row boxed in between too-small and non-linear cubes may use up to this
+# many times (d + 1) witnesses at its largest consistent radius.
+_MORE_WITNESSES = 4
 
 STATUSES = {
     "exact": "certified: the local linear model is exact to the target tolerance",
@@ -88,7 +92,7 @@ class OpenAPIExplainer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         Smallest half-width tried before a row is declared a boundary row.
     max_radius : float, default=1.0
         Largest half-width tried when the responses are noisy.
-    n_witnesses : int, default=3
+    n_witnesses : int, default=5
         Points sampled beyond the ``d + 1`` needed to solve; their residuals
         estimate the response noise (the certificate's spare degrees of
         freedom).
@@ -178,7 +182,7 @@ class OpenAPIExplainer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         init_radius=1e-3,
         min_radius=1e-9,
         max_radius=1.0,
-        n_witnesses=3,
+        n_witnesses=5,
         rtol=1e-8,
         max_iter=20,
         scale="std",
@@ -408,7 +412,7 @@ class OpenAPIExplainer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
                     self.rtol,
                     state.d,
                     self.n_witnesses,
-                    max(self.n_witnesses, state.d + 1),
+                    max(self.n_witnesses, _MORE_WITNESSES * (state.d + 1)),
                 )
                 for i in np.flatnonzero(state.status == "")
             }
@@ -487,25 +491,24 @@ class OpenAPIExplainer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         self._judge(state, searches, rows, U, Y, step, bad, R)
 
     def _judge(self, state, searches, rows, U, Y, step, bad, R):
-        centre = self._kind != "regression"
-        slope, intercept, sigma_hat, se_x = fit_local_models(
-            U, Y, state.X[rows], step, centre
-        )
+        K = Y.shape[2]
         P = None
         if self._kind == "proba":
             P = np.concatenate([state.R0[rows, None, :], R], axis=1)
-        floor = response_floor(Y, P)
-        inflation = noise_inflation(U.shape[1] - U.shape[2] - 1)
-        learned = np.array(
-            [_or_zero(searches[i].noise_level(), Y.shape[2]) for i in rows]
+        tau = noise_scale(Y, P)
+        slope, intercept, sigma_hat, se_x = fit_local_models(
+            U, Y, state.X[rows], step, self._kind != "regression", tau
         )
-        sigma = np.maximum(np.maximum(sigma_hat * inflation, floor), learned)
-        rel_cols = relative_bound(slope, sigma, se_x)
-        worst = np.argmax(rel_cols, axis=1)
-        rel = np.where(bad, np.inf, rel_cols[np.arange(len(rows)), worst])
-        by_estimate = (sigma_hat * inflation)[np.arange(len(rows)), worst] >= sigma[
-            np.arange(len(rows)), worst
-        ]
+        # One noise level for all columns: the centred log-ratios share their
+        # rounding errors, and a column whose own residuals are small by
+        # chance must not get a bound that is small by chance. In units of
+        # the noise model, whose scale 1 is the floor.
+        pooled = sigma_hat.max(axis=1) * noise_inflation(U.shape[1] - U.shape[2] - 1)
+        learned = np.array([_or_zero(searches[i].noise_level()) for i in rows])
+        sigma = np.maximum(np.maximum(pooled, 1.0), learned)
+        rel = relative_bound(slope, sigma[:, None], se_x).max(axis=1)
+        rel = np.where(bad, np.inf, rel)
+        by_estimate = pooled >= np.maximum(1.0, learned)
         for j, i in enumerate(rows):
             search = searches[i]
             state.record_estimate(i, slope[j], intercept[j], rel[j], search.radius)
@@ -513,7 +516,7 @@ class OpenAPIExplainer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
                 Attempt(
                     search.radius,
                     sigma_hat[j],
-                    floor[j],
+                    np.ones(K),
                     rel[j],
                     bool(bad[j]),
                     bool(by_estimate[j]),
@@ -603,8 +606,8 @@ class _ChunkState:
         }
 
 
-def _or_zero(level, K):
-    return np.zeros(K) if level is None else level
+def _or_zero(level):
+    return 0.0 if level is None else float(np.max(level))
 
 
 def _pad_partial(part, n, n_outputs, d):

@@ -99,7 +99,10 @@ class RadiusSearch:
         self.keep = False
         r_lo, r_hi = self._bracket()
         if self._excess(last):
-            want = last.radius / SHRINK
+            # After two inconsistent cubes in a row the row is likely near a
+            # boundary: shrink faster.
+            repeat = len(self.history) > 1 and self._excess(self.history[-2])
+            want = last.radius / (SHRINK**2 if repeat else SHRINK)
         else:
             growth = 2.0 * last.rel_error / self.rtol
             want = last.radius * float(np.clip(growth, 2.0, MAX_GROWTH))
