@@ -1,0 +1,484 @@
+"""Tests of the LIME engine and LimeTabularExplainer."""
+
+import numpy as np
+import pytest
+from numpy.testing import assert_allclose, assert_array_equal
+from scipy import stats
+from sklearn.base import clone
+from sklearn.datasets import load_breast_cancer, load_iris
+from sklearn.linear_model import LinearRegression, LogisticRegression
+from sklearn.model_selection import train_test_split
+
+from sklearn_plm_explain import LimeTabularExplainer, ModelResponseError
+from sklearn_plm_explain._lime import (
+    _fit_surrogate,
+    _LocalStats,
+    _select,
+)
+
+
+class Counting:
+    """A callable model that counts its calls."""
+
+    def __init__(self, fn):
+        self.fn = fn
+        self.calls = 0
+
+    def __call__(self, X):
+        self.calls += 1
+        return self.fn(X)
+
+
+@pytest.fixture(scope="module")
+def iris():
+    X, y = load_iris(return_X_y=True)
+    model = LogisticRegression(max_iter=1000).fit(X, y)
+    return X, y, model
+
+
+@pytest.fixture(scope="module")
+def cancer():
+    X, y = load_breast_cancer(return_X_y=True)
+    Xtr, Xte, ytr, _ = train_test_split(X, y, test_size=0.2, random_state=0)
+    model = LogisticRegression(max_iter=5000).fit(Xtr, ytr)
+    return Xtr, Xte, ytr, model
+
+
+# -- result object -------------------------------------------------------------------
+def test_explanation_fields(iris):
+    X, _, model = iris
+    lime = LimeTabularExplainer(
+        model, num_features=2, num_samples=500, random_state=0
+    ).fit(X)
+    e = lime.explain(X[:4])
+    assert e.values.shape == (4, 4)
+    assert e.selected.shape == (4, 2)
+    assert_array_equal(e.target, model.predict(X[:4]))
+    assert_array_equal(e.classes, model.classes_)
+    assert list(e.feature_names) == ["x0", "x1", "x2", "x3"]
+    assert_array_equal(e.n_queries, 500)
+    assert_array_equal(e.n_samples, 500)
+    assert e.converged.all() and (e.status == "converged").all()
+    # Unselected features have weight 0; selected are in |weight| order.
+    for row in range(4):
+        sel = e.selected[row]
+        mask = np.zeros(4, bool)
+        mask[sel] = True
+        assert np.all(e.values[row, ~mask] == 0)
+        assert np.all(np.diff(np.abs(e.values[row, sel])) <= 0)
+    assert_allclose(lime.transform(X[:4]), e.values)
+
+
+def test_labels_every_class(iris):
+    X, _, model = iris
+    lime = LimeTabularExplainer(
+        model, num_features=2, num_samples=300, random_state=0
+    ).fit(X)
+    e = lime.explain(X[:3], target=0, labels=[0, 1, 2])
+    assert e.labels.shape == (3, 4)
+    assert_array_equal(e.labels[:, 0], 0)
+    assert e.label_values.shape == (3, 4, 4)
+    assert_allclose(e.label_values[:, 0], e.values)
+    assert_allclose(e.label_score[:, 0], e.score)
+    # Local predictions of a surrogate per class: they roughly sum to 1.
+    assert_allclose(e.label_local_pred[:, 1:].sum(axis=1), 1, atol=0.2)
+    with pytest.raises(ValueError, match="not classes"):
+        lime.explain(X[:3], target=7)
+
+
+def test_linear_regression_recovered():
+    """A linear model's weights per training std are recovered (continuous)."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(500, 4)) * [1.0, 2.0, 0.5, 3.0]
+    coef = np.array([1.0, -2.0, 0.0, 0.5])
+    lime = LimeTabularExplainer(
+        lambda A: A @ coef + 3.0,
+        mode="regression",
+        discretize_continuous=False,
+        sample_around_instance=True,
+        feature_selection="none",
+        random_state=0,
+    ).fit(X)
+    e = lime.explain(X[:3])
+    assert_allclose(
+        e.values, np.tile(coef * X.std(axis=0), (3, 1)), rtol=2e-3, atol=1e-3
+    )
+    assert_allclose(e.score, 1.0, atol=1e-6)
+    assert_allclose(e.local_pred, X[:3] @ coef + 3.0, rtol=1e-3)
+    assert e.classes is None
+
+
+# -- exact agreement with lime on the same neighbourhood ------------------------------
+@pytest.mark.parametrize(
+    "method",
+    ["none", "forward_selection", "highest_weights", "lasso_path", "auto"],
+)
+@pytest.mark.parametrize("binary", [True, False])
+def test_selection_and_surrogate_match_lime_base(method, binary):
+    """Given one neighbourhood, selection and surrogate equal lime's."""
+    lime_base = pytest.importorskip("lime.lime_base")
+    rng = np.random.default_rng(1)
+    n, d, k = 400, 8, 4
+    Z = (
+        rng.integers(0, 2, size=(n, d)).astype(float)
+        if binary
+        else rng.normal(size=(n, d))
+    )
+    Z[0] = 1.0 if binary else Z[0]
+    y = Z @ rng.normal(size=d) + 0.3 * np.sin(3 * Z[:, 0]) + 0.1 * rng.normal(size=n)
+    w = np.sqrt(np.exp(-((Z - Z[0]) ** 2).sum(axis=1) / (0.75**2 * d)))
+    base = lime_base.LimeBase(lambda x: x, random_state=0)
+    theirs = base.feature_selection(Z, y, w, k, method)
+    stats = _LocalStats(Z, w, y[:, None])
+    ours = _select(stats, 0, k, method)
+    if method in ("forward_selection", "auto"):
+        assert_array_equal(ours, theirs)  # greedy order is part of the result
+    else:
+        assert_array_equal(np.sort(ours), np.sort(theirs))
+    b0, exp, score, local_pred = base.explain_instance_with_data(
+        Z, y[:, None], w, 0, k, feature_selection=method
+    )
+    coef, intercept, sc, lp = _fit_surrogate(stats, Z, w, y[:, None], 0, ours, None)
+    theirs_coef = dict(exp)
+    assert_allclose(coef, [theirs_coef[j] for j in ours], rtol=1e-8, atol=1e-10)
+    assert_allclose(intercept, b0, rtol=1e-8)
+    assert_allclose(sc, score, rtol=1e-8)
+    assert_allclose(lp, np.ravel(local_pred)[0], rtol=1e-8)
+
+
+def test_model_regressor_is_used(cancer):
+    Xtr, Xte, _, model = cancer
+    from sklearn.linear_model import Ridge
+
+    a = LimeTabularExplainer(model, num_samples=400, random_state=0).fit(Xtr)
+    b = LimeTabularExplainer(
+        model, num_samples=400, random_state=0, model_regressor=Ridge(alpha=1.0)
+    ).fit(Xtr)
+    ea, eb = a.explain(Xte[:2]), b.explain(Xte[:2])
+    assert_allclose(ea.values, eb.values, rtol=1e-6, atol=1e-10)
+    assert_allclose(ea.score, eb.score, rtol=1e-6)
+    c = a.set_params(model_regressor=LinearRegression()).fit(Xtr)
+    assert not np.allclose(c.explain(Xte[:2]).values, ea.values)
+
+
+# -- sampling laws -----------------------------------------------------------------
+def test_discretised_sampling_law(cancer):
+    """Bins follow training frequencies; values follow the truncated normal."""
+    Xtr, Xte, _, _ = cancer
+    seen = []
+
+    def model(A):
+        seen.append(A.copy())
+        return np.tile([0.3, 0.7], (len(A), 1))
+
+    lime = LimeTabularExplainer(model, num_samples=20000, random_state=0).fit(Xtr)
+    lime.explain(Xte[:1])
+    A = seen[-1][1:]
+    j = 0
+    col = Xtr[:, j]
+    qts = np.unique(np.percentile(col, [25, 50, 75]))
+    bins = np.searchsorted(qts, A[:, j])
+    freq = np.bincount(bins, minlength=4) / len(A)
+    train = np.bincount(np.searchsorted(qts, col), minlength=4) / len(col)
+    assert_allclose(freq, train, atol=0.015)
+    lo = np.concatenate([[col.min()], qts])
+    hi = np.concatenate([qts, [col.max()]])
+    for b in range(4):
+        inside = col[np.searchsorted(qts, col) == b]
+        mu, sd = inside.mean(), inside.std() + 1e-11
+        vals = A[bins == b, j]
+        assert vals.min() >= lo[b] - 1e-9 and vals.max() <= hi[b] + 1e-9
+        law = stats.truncnorm((lo[b] - mu) / sd, (hi[b] - mu) / sd, loc=mu, scale=sd)
+        # Kolmogorov-Smirnov against lime's law for each bin.
+        assert stats.kstest(vals, law.cdf).pvalue > 1e-3
+
+
+@pytest.mark.parametrize("around", [False, True])
+def test_continuous_sampling_law(cancer, around):
+    Xtr, Xte, _, _ = cancer
+    seen = []
+
+    def model(A):
+        seen.append(A.copy())
+        return np.tile([0.3, 0.7], (len(A), 1))
+
+    lime = LimeTabularExplainer(
+        model,
+        num_samples=20000,
+        discretize_continuous=False,
+        sample_around_instance=around,
+        random_state=0,
+    ).fit(Xtr)
+    lime.explain(Xte[:1])
+    A = seen[-1][1:]
+    centre = Xte[0] if around else Xtr.mean(axis=0)
+    z = (A - centre) / Xtr.std(axis=0)
+    assert_allclose(z.mean(axis=0), 0, atol=0.05)
+    assert_allclose(z.std(axis=0), 1, atol=0.03)
+    assert_array_equal(seen[-1][0], Xte[0])
+
+
+def test_entropy_discretizer_needs_y(cancer):
+    Xtr, _, ytr, model = cancer
+    lime = LimeTabularExplainer(model, discretizer="entropy", num_samples=300)
+    with pytest.raises(ValueError, match="needs the training labels"):
+        lime.fit(Xtr)
+    e = lime.set_params(random_state=0).fit(Xtr, ytr).explain(Xtr[:2])
+    assert np.isfinite(e.values).all()
+
+
+# -- categorical features ---------------------------------------------------------------
+def _string_data(n=600, seed=0):
+    rng = np.random.default_rng(seed)
+    colour = rng.choice(["red", "green", "blue"], size=n, p=[0.5, 0.3, 0.2])
+    X = np.empty((n, 3), dtype=object)
+    X[:, 0] = rng.normal(size=n)
+    X[:, 1] = colour
+    X[:, 2] = rng.normal(size=n)
+    return X
+
+
+def _colour_model(A):
+    A = np.asarray(A, dtype=object)
+    assert all(isinstance(v, str) for v in A[:, 1]), "model must receive strings"
+    red = (A[:, 1] == "red").astype(float)
+    p = 1 / (1 + np.exp(-(3 * red + 0.2 * A[:, 0].astype(float))))
+    return np.column_stack([1 - p, p])
+
+
+@pytest.mark.parametrize("discretize", [True, False])
+def test_categorical_strings_object_array(discretize):
+    X = _string_data()
+    lime = LimeTabularExplainer(
+        _colour_model,
+        num_features=1,
+        num_samples=2000,
+        discretize_continuous=discretize,
+        random_state=0,
+    ).fit(X)
+    assert_array_equal(lime.categorical_features_, [1])
+    e = lime.explain(X[:6], target=1)
+    assert_array_equal(e.selected[:, 0], 1)
+    red = X[:6, 1] == "red"
+    # Being red raises p(class 1); "same colour as the row" cuts both ways.
+    assert np.all(e.values[red, 1] > 0) and np.all(e.values[~red, 1] < 0)
+
+
+def test_categorical_strings_dataframe_and_unseen_value():
+    pd = pytest.importorskip("pandas")
+    X = _string_data()
+    df = pd.DataFrame(
+        {"a": X[:, 0].astype(float), "colour": X[:, 1], "b": X[:, 2].astype(float)}
+    )
+    frames = []
+
+    def model(frame):
+        frames.append(frame)
+        assert isinstance(frame, pd.DataFrame)
+        return _colour_model(frame.to_numpy(dtype=object))
+
+    lime = LimeTabularExplainer(model, num_features=2, num_samples=500, random_state=0)
+    lime.fit(df)
+    assert list(lime.feature_names_in_) == ["a", "colour", "b"]
+    new = df.iloc[:2].copy()
+    new.loc[new.index[0], "colour"] = "purple"
+    e = lime.explain(new)
+    assert list(e.feature_names) == ["a", "colour", "b"]
+    assert frames[-1]["colour"].iloc[0] == "purple"
+    assert frames[-1]["a"].dtype == np.float64
+    assert np.isfinite(e.values).all()
+
+
+def test_integer_coded_categorical(cancer):
+    Xtr, Xte, ytr, _ = cancer
+    X = Xtr.copy()
+    X[:, 0] = (X[:, 0] > np.median(X[:, 0])).astype(float) * 2 + 1  # codes {1, 3}
+    model = LogisticRegression(max_iter=5000).fit(X, ytr)
+    lime = LimeTabularExplainer(
+        model,
+        categorical_features=[0],
+        discretize_continuous=False,
+        num_samples=500,
+        random_state=0,
+    ).fit(X)
+    seen = []
+    orig = model.predict_proba
+
+    class Spy:
+        classes_ = model.classes_
+
+        def fit(self):  # pragma: no cover - marks it as a model
+            pass
+
+        def predict_proba(self, A):
+            seen.append(A)
+            return orig(A)
+
+    lime.set_params(estimator=Spy()).fit(X)
+    lime.explain(X[:2])
+    assert set(np.unique(seen[-1][:, 0])) <= {1.0, 3.0}
+
+
+# -- input validation: nothing reaches the model ----------------------------------------
+@pytest.mark.parametrize(
+    "bad, match",
+    [
+        ("nan", "NaN"),
+        ("inf", "infinity"),
+        ("width", "features"),
+        ("empty", "0 sample"),
+        ("string", "convert|non-numeric"),
+    ],
+)
+def test_bad_input_rejected_before_any_call(iris, bad, match):
+    X, _, model = iris
+    fn = Counting(model.predict_proba)
+    lime = LimeTabularExplainer(fn, num_samples=100, random_state=0).fit(X)
+    fn.calls = 0
+    Xb = X[:3].astype(object) if bad == "string" else X[:3].copy()
+    if bad == "nan":
+        Xb[1, 2] = np.nan
+    elif bad == "inf":
+        Xb[2, 0] = np.inf
+    elif bad == "width":
+        Xb = Xb[:, :3]
+    elif bad == "empty":
+        Xb = Xb[:0]
+    else:
+        Xb[1, 1] = "abc"
+    with pytest.raises(ValueError, match=match):
+        lime.explain(Xb)
+    assert fn.calls == 0
+
+
+def test_bad_categorical_input_rejected_before_any_call():
+    X = _string_data()
+    fn = Counting(_colour_model)
+    lime = LimeTabularExplainer(fn, num_samples=100, random_state=0).fit(X)
+    fn.calls = 0
+    Xb = X[:3].copy()
+    Xb[1, 0] = "oops"
+    with pytest.raises(ValueError, match="non-numeric value 'oops'"):
+        lime.explain(Xb)
+    Xb = X[:3].copy()
+    Xb[2, 1] = None
+    with pytest.raises(ValueError, match="missing value in categorical column 1"):
+        lime.explain(Xb)
+    assert fn.calls == 0
+
+
+@pytest.mark.parametrize(
+    "response, match",
+    [
+        ("nan", "non-finite"),
+        ("negative", "outside"),
+        ("sum", "do not sum to 1"),
+        ("shape", "columns|shape"),
+    ],
+)
+def test_bad_model_response_names_rows(iris, response, match):
+    X, _, model = iris
+
+    def broken(A):
+        P = model.predict_proba(A)
+        hit = np.isclose(A[:, 0], X[4, 0]) & np.isclose(A[:, 1], X[4, 1])
+        if response == "nan":
+            P[hit, 0] = np.nan
+        elif response == "negative":
+            P[hit, 0] = -0.1
+        elif response == "sum":
+            P[hit] *= 0.9
+        elif hit.any():
+            return P[1:]
+        return P
+
+    lime = LimeTabularExplainer(broken, num_samples=200, random_state=0).fit(X)
+    with pytest.raises(ModelResponseError, match=match) as info:
+        lime.explain(X[[0, 4, 7]])
+    if response != "shape":
+        assert_array_equal(info.value.rows, [1])
+        assert "row(s) 1 " in str(info.value)
+
+
+def test_unfitted_model_needs_y(iris):
+    X, y, _ = iris
+    lime = LimeTabularExplainer(LogisticRegression(max_iter=1000), num_samples=100)
+    with pytest.raises(ValueError, match="not fitted"):
+        lime.fit(X)
+    lime.fit(X, y)
+    assert hasattr(lime.estimator_, "coef_")
+    assert lime.estimator.__dict__.get("coef_") is None  # the parameter is untouched
+
+
+def test_fitted_model_not_refitted(iris):
+    X, y, model = iris
+    before = model.coef_.copy()
+    lime = LimeTabularExplainer(model, num_samples=100).fit(X[:50], y[:50])
+    assert lime.estimator_ is model
+    assert_array_equal(model.coef_, before)
+
+
+# -- determinism ----------------------------------------------------------------------
+def test_determinism_batch_and_jobs(cancer):
+    Xtr, Xte, _, model = cancer
+    kw = {"num_samples": 400, "num_features": 4, "random_state": 0}
+    lime = LimeTabularExplainer(model, **kw).fit(Xtr)
+    a = lime.explain(Xte[:6])
+    b = lime.explain(Xte[:6])
+    c = LimeTabularExplainer(model, n_jobs=2, **kw).fit(Xtr).explain(Xte[:6])
+    rows = [lime.explain(Xte[i : i + 1]) for i in range(6)]
+    d = LimeTabularExplainer(model, batch_size=500, **kw).fit(Xtr).explain(Xte[:6])
+    for other in [b, c, d]:
+        assert_array_equal(a.values, other.values)
+        assert_array_equal(a.selected, other.selected)
+        assert_array_equal(a.score, other.score)
+    assert_array_equal(a.values, np.vstack([r.values for r in rows]))
+    e = (
+        LimeTabularExplainer(model, **{**kw, "random_state": 1})
+        .fit(Xtr)
+        .explain(Xte[:6])
+    )
+    assert not np.array_equal(a.values, e.values)
+
+
+def test_score_is_held_out_fidelity(cancer):
+    Xtr, Xte, _, model = cancer
+    lime = LimeTabularExplainer(
+        model,
+        num_samples=500,
+        discretize_continuous=False,
+        sample_around_instance=True,
+        random_state=0,
+    ).fit(Xtr)
+    s = lime.score(Xte[:4])
+    e = lime.explain(Xte[:4])
+    assert s <= 1.0
+    # Fresh perturbations: close to, but not the same number as, the in-sample R².
+    assert abs(s - e.score.mean()) < 0.2
+    assert s != e.score.mean()
+    assert s == lime.score(Xte[:4])
+
+
+def test_clone_and_params(iris):
+    X, _, model = iris
+    lime = LimeTabularExplainer(model, num_samples=100, random_state=0)
+    c = clone(lime)
+    assert c.get_params()["num_samples"] == 100
+    with pytest.raises(ValueError):
+        LimeTabularExplainer(model, feature_selection="bogus").fit(X)
+    with pytest.raises(ValueError):
+        LimeTabularExplainer(model, num_samples=1).fit(X)
+
+
+def test_dataframe_model_gets_frames(cancer):
+    pd = pytest.importorskip("pandas")
+    Xtr, Xte, ytr, _ = cancer
+    cols = [f"f{j}" for j in range(Xtr.shape[1])]
+    model = LogisticRegression(max_iter=5000).fit(pd.DataFrame(Xtr, columns=cols), ytr)
+    lime = LimeTabularExplainer(model, num_samples=200, random_state=0).fit(Xtr)
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        e = lime.explain(Xte[:2])
+    assert list(e.feature_names) == cols
