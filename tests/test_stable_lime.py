@@ -1,0 +1,305 @@
+"""Tests of StableLIMEExplainer (S-LIME) and of its LARS-step test."""
+
+from collections import Counter
+
+import numpy as np
+import pytest
+from numpy.testing import assert_array_equal
+from sklearn.datasets import load_breast_cancer
+from sklearn.linear_model import LogisticRegression
+from sklearn.model_selection import train_test_split
+
+from sklearn_plm_explain import LimeTabularExplainer, StableLIMEExplainer
+from sklearn_plm_explain._stability import jaccard_stability
+from sklearn_plm_explain._stable_lime import lars_step_tests
+
+CONT = {
+    "mode": "regression",
+    "discretize_continuous": False,
+    "sample_around_instance": True,
+}
+
+
+def _train(d, n=400, seed=0):
+    return np.random.default_rng(seed).normal(size=(n, d))
+
+
+class Counting:
+    def __init__(self, fn):
+        self.fn, self.calls, self.points = fn, 0, 0
+
+    def __call__(self, X):
+        self.calls += 1
+        self.points += len(X)
+        return self.fn(X)
+
+
+# -- the test statistic on data with a known answer ------------------------------------
+def _neighbourhood(coef, n, seed):
+    rng = np.random.default_rng(seed)
+    Z = rng.normal(size=(n, len(coef)))
+    return Z, np.ones(n), Z @ np.asarray(coef, float)
+
+
+def test_clear_gap_passes_at_small_n():
+    Z, w, y = _neighbourhood([3.0, 1.0, 0.0], 200, 0)
+    t = lars_step_tests(Z, w, y, k=2, alpha=0.05)
+    assert t.passed
+    assert_array_equal(t.active, [0, 1])
+    assert t.z[0] > 1.645  # z_0.05
+
+
+def test_equal_effects_fail_and_ask_for_more():
+    fails = 0
+    for seed in range(20):
+        Z, w, y = _neighbourhood([1.0, 1.0, 0.0], 1000, seed)
+        t = lars_step_tests(Z, w, y, k=1, alpha=0.05)
+        fails += not t.passed
+        if not t.passed:
+            assert t.n_needed > 1000
+    # Under equal effects the statistic is N(0, 1/2): P(pass) = P(N > 2.33) ~ 1 %.
+    assert fails >= 18
+
+
+def test_smaller_alpha_never_needs_fewer_samples():
+    for seed in range(10):
+        Z, w, y = _neighbourhood([1.0, 0.9, 0.5, 0.45], 500, seed)
+        prev_needed, prev_passed = 0.0, True
+        for alpha in [0.3, 0.2, 0.1, 0.05, 0.01, 0.001]:
+            t = lars_step_tests(Z, w, y, k=3, alpha=alpha)
+            assert t.n_needed >= prev_needed
+            assert prev_passed or not t.passed  # passing at small alpha => at larger
+            prev_needed, prev_passed = t.n_needed, t.passed
+
+
+def test_statistic_matches_its_definition():
+    """Δ / sqrt(2 σ² / n) with one variance for both signs (negative effect)."""
+    Z, w, y = _neighbourhood([-2.0, 1.5], 400, 3)
+    t = lars_step_tests(Z, w, y, k=1, alpha=0.05)
+    Zc, yc = Z - Z.mean(axis=0), y - y.mean()
+    c = Zc.T @ yc / len(y)
+    assert np.argmax(np.abs(c)) == t.active[0] == 0
+    p = yc * (np.sign(c[0]) * Zc[:, 0] - np.sign(c[1]) * Zc[:, 1])
+    expected = p.mean() / np.sqrt(2 * p.var(ddof=1) / len(y))
+    assert np.isclose(t.z[0], expected)
+
+
+def test_exact_tie_and_short_path_do_not_crash():
+    rng = np.random.default_rng(0)
+    Z = rng.normal(size=(300, 3))
+    Z[:, 1] = Z[:, 0]  # duplicated column: an exact tie at the first step
+    t = lars_step_tests(Z, np.ones(300), Z[:, 0] + 0.1 * Z[:, 2], k=5, alpha=0.05)
+    assert not t.passed and t.n_needed == np.inf
+    # A path shorter than k: y depends on one feature only, then stops.
+    Z = rng.normal(size=(300, 4))
+    t = lars_step_tests(Z, np.ones(300), 2 * Z[:, 3], k=4, alpha=0.05)
+    assert t.passed
+    assert t.active[0] == 3
+    assert np.isnan(t.z[t.active.size :]).all()
+    # Constant response: nothing to select, nothing to test.
+    t = lars_step_tests(Z, np.ones(300), np.full(300, 0.7), k=3, alpha=0.05)
+    assert t.passed and t.active.size == 0
+
+
+# -- the explainer ----------------------------------------------------------------------
+def test_clear_gap_converges_without_growing():
+    coef = np.array([3.0, 1.0, 0.0])
+    X = _train(3)
+    s = StableLIMEExplainer(
+        lambda A: A @ coef, num_features=2, num_samples=300, random_state=0, **CONT
+    ).fit(X)
+    e = s.explain(X[:3])
+    assert_array_equal(e.n_samples, 300)
+    assert_array_equal(e.n_rounds, 1)
+    assert e.converged.all() and (e.status == "converged").all()
+    assert_array_equal(e.selected, [[0, 1]] * 3)
+
+
+def test_equal_effects_reach_n_max_and_report_it():
+    X = _train(2)
+    model = Counting(lambda A: A[:, 0] + A[:, 1])
+    s = StableLIMEExplainer(
+        model, num_features=1, num_samples=500, n_max=4000, random_state=0, **CONT
+    ).fit(X)
+    e = s.explain(X[:6])
+    hit = e.status == "n_max_reached"
+    assert hit.sum() >= 5
+    assert_array_equal(e.n_samples[hit], 4000)
+    assert not e.converged[hit].any()
+    assert (e.converged == (e.status == "converged")).all()
+    # Appended draws: every point queried once, n_queries is the final size.
+    assert_array_equal(e.n_queries, e.n_samples)
+    assert model.points == e.n_samples.sum()
+    assert (e.n_rounds[hit] >= 2).all()
+
+
+def test_exact_tie_reaches_n_max_without_crash():
+    X = _train(3)
+    X[:, 1] = X[:, 0]
+    s = StableLIMEExplainer(
+        lambda A: A[:, 0] + A[:, 1] + 0.2 * A[:, 2],
+        num_features=3,
+        num_samples=200,
+        n_max=800,
+        random_state=0,
+        **CONT,
+    ).fit(X)
+    e = s.explain(X[:2])
+    assert_array_equal(e.status, "n_max_reached")
+    assert_array_equal(e.n_samples, 800)
+
+
+def test_short_path_is_padded():
+    X = _train(4)
+    s = StableLIMEExplainer(
+        lambda A: 2.0 * A[:, 2], num_features=3, num_samples=200, random_state=0, **CONT
+    ).fit(X)
+    e = s.explain(X[:2])
+    assert_array_equal(e.selected[:, 0], 2)
+    assert (e.selected[:, 1:] == -1).all()
+    assert e.converged.all()
+    # More features requested than exist.
+    s = StableLIMEExplainer(
+        lambda A: A @ [3.0, 2.0, 1.0, 0.5],
+        num_features=9,
+        num_samples=300,
+        random_state=0,
+        **CONT,
+    ).fit(X)
+    assert s.explain(X[:1]).selected.shape == (1, 4)
+
+
+def test_alpha_is_honoured():
+    X = _train(3)
+    fn = lambda A: A @ [1.0, 0.93, 0.0]  # noqa: E731
+    kw = {"num_features": 1, "num_samples": 500, "n_max": 50000, "random_state": 0}
+    loose = StableLIMEExplainer(fn, alpha=0.3, **kw, **CONT).fit(X).explain(X[:8])
+    strict = StableLIMEExplainer(fn, alpha=0.001, **kw, **CONT).fit(X).explain(X[:8])
+    assert np.median(strict.n_samples) > np.median(loose.n_samples)
+
+
+def test_every_requested_label_is_tested():
+    """Class 0 is clear-cut, class 1 has two equal effects: asking for class 1
+    too must drive the sample to n_max."""
+
+    def model(A):
+        p0 = 0.3 + 0.2 * np.tanh(A[:, 0])
+        p1 = 0.3 + 0.03 * np.clip(A[:, 1] + A[:, 2], -3, 3)
+        return np.column_stack([p0, p1, 1 - p0 - p1])
+
+    X = _train(3)
+    kw = {
+        "num_features": 1,
+        "num_samples": 300,
+        "n_max": 3000,
+        "random_state": 0,
+        "discretize_continuous": False,
+        "sample_around_instance": True,
+    }
+    s = StableLIMEExplainer(model, **kw).fit(X)
+    alone = s.explain(X[:4], target=0)
+    both = s.explain(X[:4], target=0, labels=[1])
+    assert np.median(alone.n_samples) < 3000
+    assert (both.n_samples >= alone.n_samples).all()
+    assert (both.status == "n_max_reached").sum() >= 3
+    assert both.label_values.shape == (4, 2, 3)
+
+
+def test_categorical_strings():
+    rng = np.random.default_rng(0)
+    n = 500
+    X = np.empty((n, 3), dtype=object)
+    X[:, 0] = rng.normal(size=n)
+    X[:, 1] = rng.choice(["a", "b", "c"], size=n)
+    X[:, 2] = rng.normal(size=n)
+
+    def model(A):
+        assert all(isinstance(v, str) for v in A[:, 1])
+        return 4.0 * (A[:, 1] == "b") + 1.0 * A[:, 0].astype(float)
+
+    s = StableLIMEExplainer(
+        model, mode="regression", num_features=2, num_samples=500, random_state=0
+    ).fit(X)
+    e = s.explain(X[:5])
+    assert_array_equal(e.selected[:, 0], 1)
+    assert_array_equal(e.n_queries, e.n_samples)
+
+
+def test_determinism_batch_and_jobs():
+    X, y = load_breast_cancer(return_X_y=True)
+    Xtr, Xte, ytr, _ = train_test_split(X, y, test_size=0.2, random_state=0)
+    model = LogisticRegression(max_iter=5000).fit(Xtr, ytr)
+    kw = {"num_features": 3, "num_samples": 300, "n_max": 2000, "random_state": 0}
+    a = StableLIMEExplainer(model, **kw).fit(Xtr).explain(Xte[:4], target=1)
+    b = StableLIMEExplainer(model, **kw).fit(Xtr).explain(Xte[:4], target=1)
+    c = StableLIMEExplainer(model, n_jobs=2, **kw).fit(Xtr).explain(Xte[:4], target=1)
+    d = StableLIMEExplainer(model, batch_size=700, **kw).fit(Xtr)
+    rows = [d.explain(Xte[i : i + 1], target=1) for i in range(4)]
+    for other in [b, c]:
+        assert_array_equal(a.values, other.values)
+        assert_array_equal(a.n_samples, other.n_samples)
+        assert_array_equal(a.selected, other.selected)
+    assert_array_equal(a.values, np.vstack([r.values for r in rows]))
+    assert_array_equal(a.n_samples, np.concatenate([r.n_samples for r in rows]))
+
+
+def test_n_max_below_num_samples_rejected():
+    with pytest.raises(ValueError, match="n_max"):
+        StableLIMEExplainer(
+            lambda A: A[:, 0], mode="regression", num_samples=500, n_max=100
+        ).fit(_train(2))
+
+
+def test_jaccard_stability():
+    assert jaccard_stability([[0, 1], [0, 1], [0, 1]], 2) == 1.0
+    assert jaccard_stability([[0, 1], [1, 0]], 1) == 0.0
+    assert jaccard_stability([[0, 1, -1], [0, 2, -1]], 3) == pytest.approx(1 / 3)
+
+
+# -- the S-LIME paper's MARS case -----------------------------------------------------------
+def mars(X):
+    X = np.asarray(X, dtype=float)
+    return (
+        10 * np.sin(np.pi * X[:, 0] * X[:, 1])
+        + 20 * (X[:, 2] - 0.05) ** 2
+        + 5.2 * X[:, 3]
+        + 5 * X[:, 4]
+    )
+
+
+def mars_runs(repeats=20):
+    """Selected orders of LIME (lasso path, n=1000) and S-LIME over repeats."""
+    X = np.random.default_rng(0).random((1000, 5))
+    x = np.array([[0.51, 0.49, 0.5, 0.5, 0.5]])
+    common = {**CONT, "num_features": 5}
+    lime, slime = [], []
+    for seed in range(repeats):
+        lime.append(
+            LimeTabularExplainer(
+                mars,
+                feature_selection="lasso_path",
+                num_samples=1000,
+                random_state=seed,
+                **common,
+            )
+            .fit(X)
+            .explain(x)
+        )
+        slime.append(
+            StableLIMEExplainer(
+                mars, num_samples=1000, n_max=10000, random_state=seed, **common
+            )
+            .fit(X)
+            .explain(x)
+        )
+    return lime, slime
+
+
+def test_mars_slime_more_stable_than_lime():
+    lime, slime = mars_runs()
+    sel_l = np.vstack([e.selected for e in lime])
+    sel_s = np.vstack([e.selected for e in slime])
+    for k in range(1, 6):
+        assert jaccard_stability(sel_s, k) >= jaccard_stability(sel_l, k)
+    top3 = Counter(frozenset(row[:3]) for row in sel_s)
+    assert top3.most_common(1)[0][1] >= 19
