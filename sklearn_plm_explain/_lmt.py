@@ -25,6 +25,7 @@ from sklearn.utils.validation import (
     check_is_fitted,
     validate_data,
 )
+from threadpoolctl import threadpool_limits
 
 __all__ = ["LogisticModelTreeClassifier"]
 
@@ -41,6 +42,7 @@ _TIE = 1e-12
 # ever gets an exact 0 (whose log is -inf), however far a row lies outside
 # the training data.
 _TINY = np.finfo(np.float64).smallest_subnormal
+_TINY_NORMAL = np.finfo(np.float64).tiny
 # Maximum number of (row, feature, class) cells handled at once by the split
 # search; bounds its memory without a Python loop over rows.
 _SPLIT_BLOCK = 4_000_000
@@ -58,12 +60,9 @@ def _softmax(F):
 
 
 def _xlog2x(a):
-    """``a * log2(a)`` with the convention ``0 * log2(0) = 0``."""
+    """``a * log2(a)`` for ``a >= 0``, with ``0 * log2(0) = 0``."""
     a = np.maximum(a, 0.0)
-    out = np.zeros_like(a)
-    pos = a > 0
-    out[pos] = a[pos] * np.log2(a[pos])
-    return out
+    return a * np.log2(np.maximum(a, _TINY_NORMAL))
 
 
 def _logitboost(
@@ -126,47 +125,59 @@ def _logitboost(
     sd = np.sqrt((sw @ (X - mu) ** 2) / w_sum)
     sd[~varying | (sd == 0)] = 1.0
     Xs = (X - mu) / sd
-    XXs = np.hstack([Xs, Xs * Xs])
-    F = X @ coef + intercept
+    # Class-major layout (C, n): reductions over the classes of a row run
+    # along the first axis, which numpy does much faster than along a short
+    # last axis. The design matrix holds [x, 1, x^2] so that one product
+    # gives every weighted sum the regressions need.
+    XsT = np.ascontiguousarray(Xs.T)
+    design = np.hstack([Xs, np.ones((n, 1))])
+    Xs2 = Xs * Xs
+    both = np.empty((2 * n_classes, n))  # [weights; weighted residuals]
+    YT = np.ascontiguousarray(Y.T, dtype=np.float64)
+    FT = (X @ coef + intercept).T.copy()
     shrink = (n_classes - 1) / n_classes
     cls = np.arange(n_classes)
+    slope_sum = np.zeros((d, n_classes))  # raw-scale slopes, summed
+    icpt_sum = np.zeros(n_classes)
 
     errors = None
     if test is not None:
         X_test, y_test, sw_test = test
-        Xs_test = (X_test - mu) / sd
-        F_test = X_test @ coef + intercept
-        Y_test = y_test[:, None] == cls[None, :]
+        XsT_test = np.ascontiguousarray(((X_test - mu) / sd).T)
+        FT_test = (X_test @ coef + intercept).T.copy()
+        YT_test = y_test[None, :] == cls[:, None]
         sw_test_sum = sw_test.sum()
 
         def test_error():
             if scoring == "error":
-                wrong = F_test.argmax(axis=1) != y_test
+                wrong = FT_test.argmax(axis=0) != y_test
                 return sw_test[wrong].sum() / sw_test_sum
-            P_test = _softmax(F_test)
-            mae = np.abs(P_test - Y_test).sum(axis=1) / n_classes
-            return (sw_test @ mae) / sw_test_sum
+            P_test = np.exp(FT_test - FT_test.max(axis=0))
+            P_test /= P_test.sum(axis=0)
+            mae = np.abs(P_test - YT_test).sum(axis=0) / n_classes
+            return (mae @ sw_test) / sw_test_sum
 
         errors = [test_error()]
         best, since_best = errors[0], 0
 
     n_done = 0
     for _ in range(n_iter):
-        P = np.exp(_log_softmax(F))
-        with np.errstate(divide="ignore", over="ignore"):
-            Z = np.where(
-                Y,
-                np.minimum(1.0 / P, _Z_MAX),
-                np.maximum(-1.0 / (1.0 - P), -_Z_MAX),
-            )
-        # Weight (y - p) / z: p (1 - p) unless the response was clipped.
-        Wt = (Y - P) / Z * sw[:, None]
-        WZ = Wt * Z
-        S = Wt.T @ XXs  # (C, 2d): weighted sums of x and x^2 per class
-        sx, sxx_raw = S[:, :d], S[:, d:]
-        sxz = WZ.T @ Xs  # (C, d)
-        w_c = Wt.sum(axis=0)
-        wz_c = WZ.sum(axis=0)
+        P = np.exp(FT - FT.max(axis=0))
+        P /= P.sum(axis=0)
+        # Residual r = y - p. With the response z = 1/p (y = 1) or
+        # -1/(1 - p) (y = 0), clipped to +-3, Weka's weight (y - p)/z equals
+        # |r| max(1 - |r|, 1/3), and w z = r: no division is needed.
+        R = YT - P
+        A = np.abs(R)
+        WT = both[:n_classes]
+        np.maximum(1.0 - A, 1.0 / _Z_MAX, out=WT)
+        WT *= A
+        WT *= sw
+        np.multiply(R, sw, out=both[n_classes:])
+        S = both @ design  # (2C, d + 1): sums of w x, w, w z x, w z
+        sxx_raw = WT @ Xs2  # (C, d): sums of w x^2
+        sx, w_c = S[:n_classes, :d], S[:n_classes, d]
+        sxz, wz_c = S[n_classes:, :d], S[n_classes:, d]
         fitted = w_c > 0  # a class without weight gets the zero function
         w_safe = np.where(fitted, w_c, 1.0)
         mx = sx / w_safe[:, None]
@@ -174,28 +185,29 @@ def _logitboost(
         sxx = sxx_raw - sx * mx
         sxy = sxz - sx * my[:, None]
         # An attribute is useful when it varies among the weighted rows.
-        useful = varying[None, :] & (sxx > 1e-11 * np.abs(sxx_raw))
+        useful = varying & (sxx > 1e-11 * sxx_raw)
         # Reduction of the weighted squared error by the best line on x.
-        gain = np.where(useful, sxy**2 / np.where(useful, sxx, 1.0), -np.inf)
-        if np.any(fitted & ~useful.any(axis=1)):
-            break  # no simple regression can be fitted: stop boosting
+        gain = np.where(useful, sxy * sxy / np.where(useful, sxx, 1.0), -np.inf)
         attr = gain.argmax(axis=1)
-        slope = np.where(fitted, sxy[cls, attr] / np.where(fitted, sxx[cls, attr], 1.0), 0.0)
+        ok = useful[cls, attr]
+        if np.any(fitted & ~ok):
+            break  # no simple regression can be fitted: stop boosting
+        fitted &= ok
+        slope = np.where(
+            fitted, sxy[cls, attr] / np.where(fitted, sxx[cls, attr], 1.0), 0.0
+        )
         icpt = np.where(fitted, my - slope * mx[cls, attr], 0.0)
 
-        f = Xs[:, attr] * slope + icpt
-        F += (f - f.mean(axis=1, keepdims=True)) * shrink
+        fT = XsT[attr] * slope[:, None] + icpt[:, None]
+        FT += (fT - fT.mean(axis=0)) * shrink
         raw_slope = slope / sd[attr]
-        raw_icpt = icpt - raw_slope * mu[attr]
-        G = np.zeros((d, n_classes))
-        G[attr, cls] = raw_slope
-        coef += (G - G.mean(axis=1, keepdims=True)) * shrink
-        intercept += (raw_icpt - raw_icpt.mean()) * shrink
+        slope_sum[attr, cls] += raw_slope  # one cell per class: no collisions
+        icpt_sum += icpt - raw_slope * mu[attr]
         n_done += 1
 
         if test is not None:
-            f_test = Xs_test[:, attr] * slope + icpt
-            F_test += (f_test - f_test.mean(axis=1, keepdims=True)) * shrink
+            fT = XsT_test[attr] * slope[:, None] + icpt[:, None]
+            FT_test += (fT - fT.mean(axis=0)) * shrink
             err = test_error()
             errors.append(err)
             if err < best:
@@ -204,6 +216,10 @@ def _logitboost(
                 since_best += 1
                 if n_iter_no_change is not None and since_best >= n_iter_no_change:
                     break
+    # Every iteration added (g_j - mean_k g_k) (C - 1)/C to class j; the sum
+    # over iterations can be centred once since centring is linear.
+    coef += (slope_sum - slope_sum.mean(axis=1, keepdims=True)) * shrink
+    intercept += (icpt_sum - icpt_sum.mean()) * shrink
     if errors is not None:
         errors = np.asarray(errors)
     return coef, intercept, n_done, errors
@@ -234,34 +250,49 @@ def _best_split(X, Yw, n_classes, min_leaf, col_values):
     left_w_at_best = np.zeros(d)
     order = np.argsort(X, axis=0, kind="stable")
     xs = np.take_along_axis(X, order, axis=0)
+    row_w = Yw.sum(axis=1)
+    YwT = np.ascontiguousarray(Yw.T)
     step = max(1, _SPLIT_BLOCK // max(1, m * n_classes))
     for start in range(0, d, step):
         cols = slice(start, min(d, start + step))
-        # Class weights left of every cut, for all cuts of the block at once.
-        left = np.cumsum(Yw[order[:, cols]], axis=0)[:-1]  # (m-1, b, C)
-        right = np.maximum(class_w - left, 0.0)
-        n_left = left.sum(axis=2)
-        n_right = np.maximum(total - n_left, 0.0)
+        order_b = order[:, cols]
+        # Weight left of every cut (between sorted rows i and i + 1).
+        n_left = np.cumsum(row_w[order_b], axis=0)[:-1]  # (m-1, b)
         cand = (
             (xs[1:, cols] > xs[:-1, cols])
             & (n_left >= min_split - _TOL)
-            & (n_right >= min_split - _TOL)
+            & (n_left <= total - min_split + _TOL)
         )
-        new_ent = (
-            _xlog2x(n_left)
-            + _xlog2x(n_right)
-            - _xlog2x(left).sum(axis=2)
-            - _xlog2x(right).sum(axis=2)
-        )
-        gain = old_ent - new_ent / total
-        gain[np.abs(gain * total) < _TOL] = 0.0
-        gain = np.where(cand, gain, -np.inf)
         n_cuts[cols] = cand.sum(axis=0)
-        top = gain.max(axis=0, initial=-np.inf)
-        pos = np.argmax(gain >= top - _TIE, axis=0)
+        pos, feat = np.nonzero(cand)
+        if pos.size == 0:
+            continue
+        # Class weights left of the candidate cuts only (k, C); the running
+        # sums are taken only over features that have a candidate, along the
+        # contiguous last axis (twice as fast as along the first).
+        has = np.flatnonzero(n_cuts[cols])
+        slot = np.empty(n_left.shape[1], dtype=np.intp)
+        slot[has] = np.arange(has.size)
+        run = np.cumsum(YwT[:, order_b[:, has].T], axis=2)  # (C, f, m)
+        left = run[:, slot[feat], pos].T
+        right = np.maximum(class_w - left, 0.0)
+        nl = n_left[pos, feat]
+        nr = np.maximum(total - nl, 0.0)
+        new_ent = (
+            _xlog2x(nl)
+            + _xlog2x(nr)
+            - _xlog2x(left).sum(axis=1)
+            - _xlog2x(right).sum(axis=1)
+        )
+        gain_k = old_ent - new_ent / total
+        gain_k[np.abs(gain_k * total) < _TOL] = 0.0
+        gain = np.full(n_left.shape, -np.inf)
+        gain[pos, feat] = gain_k
+        top = gain.max(axis=0)
+        first = np.argmax(gain >= top - _TIE, axis=0)
         best_gain[cols] = top
-        best_pos[cols] = pos
-        left_w_at_best[cols] = n_left[pos, np.arange(n_left.shape[1])]
+        best_pos[cols] = first
+        left_w_at_best[cols] = n_left[first, np.arange(n_left.shape[1])]
 
     with np.errstate(divide="ignore", invalid="ignore"):
         info_gain = best_gain - np.log2(np.maximum(n_cuts, 1)) / total
@@ -645,6 +676,15 @@ class LogisticModelTreeClassifier(ClassifierMixin, BaseEstimator):
             return self
 
         splits = [(tr, te) for tr, te in splits if tr.any() and te.any()]
+        # The products in LogitBoost are small (classes x rows x features)
+        # and run thousands of times: multi-threaded BLAS only adds
+        # synchronisation cost there, and on a busy machine it made the fit
+        # several times slower. One thread is used for the whole fit.
+        with threadpool_limits(limits=1, user_api="blas"):
+            self._fit_tree(X, yk, sw, n_classes, splits)
+        return self
+
+    def _fit_tree(self, X, yk, sw, n_classes, splits):
         if self.n_iter is not None:
             self.n_iter_ = int(self.n_iter)
             self.cv_errors_ = None
@@ -661,7 +701,6 @@ class LogisticModelTreeClassifier(ClassifierMixin, BaseEstimator):
                 X, yk, sw, n_classes, splits, grown
             )
         self._set_tree(grown, keep_nodes)
-        return self
 
     def _splits(self, X, y, sw):
         """Cross-validation splits as boolean (train, test) masks over rows."""
