@@ -401,3 +401,31 @@ def test_best_split_matches_brute_force_c45():
     assert feature_a == feature
     assert threshold_a in X[:, feature]
     assert np.array_equal(X[:, feature] <= threshold_a, X[:, feature] <= threshold)
+
+
+def test_feature_names_and_max_depth():
+    pd = pytest.importorskip("pandas")
+    X, y = _checkerboard(400, 10, 3, 3)
+    frame = pd.DataFrame(X, columns=["a", "b", "c"])
+    clf = LogisticModelTreeClassifier(max_depth=1, prune=False, random_state=0)
+    clf.fit(frame, y)
+    assert_array_equal(clf.feature_names_in_, ["a", "b", "c"])
+    assert clf.get_depth() == 1 and clf.get_n_leaves() == 2
+    deeper = LogisticModelTreeClassifier(prune=False, random_state=0).fit(frame, y)
+    assert deeper.get_depth() > 1
+
+
+def test_split_point_actual_value_or_midpoint():
+    X, y = _checkerboard(400, 11, 2, 3)
+    actual = LogisticModelTreeClassifier(prune=False, random_state=0).fit(X, y)
+    mid = LogisticModelTreeClassifier(
+        prune=False, split_point="midpoint", random_state=0
+    ).fit(X, y)
+    inner = actual.tree_.children_left >= 0
+    assert inner.any()
+    for node in np.flatnonzero(inner):
+        assert actual.tree_.threshold[node] in X[:, actual.tree_.feature[node]]
+    # Same partition of the training data, hence the same tree on it.
+    assert_array_equal(actual.tree_.feature, mid.tree_.feature)
+    assert_array_equal(actual.apply(X), mid.apply(X))
+    assert not np.any(np.isin(mid.tree_.threshold[inner], X))
