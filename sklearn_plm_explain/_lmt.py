@@ -198,16 +198,21 @@ def _logitboost(
         )
         icpt = np.where(fitted, my - slope * mx[cls, attr], 0.0)
 
-        fT = XsT[attr] * slope[:, None] + icpt[:, None]
-        FT += (fT - fT.mean(axis=0)) * shrink
+        # Softmax and argmax ignore a constant added to all classes of a
+        # row, so the running scores need not be centred (the coefficients
+        # are, once, at the end).
+        step_slope = (slope * shrink)[:, None]
+        step_icpt = (icpt * shrink)[:, None]
+        FT += XsT[attr] * step_slope
+        FT += step_icpt
         raw_slope = slope / sd[attr]
         slope_sum[attr, cls] += raw_slope  # one cell per class: no collisions
         icpt_sum += icpt - raw_slope * mu[attr]
         n_done += 1
 
         if test is not None:
-            fT = XsT_test[attr] * slope[:, None] + icpt[:, None]
-            FT_test += (fT - fT.mean(axis=0)) * shrink
+            FT_test += XsT_test[attr] * step_slope
+            FT_test += step_icpt
             err = test_error()
             errors.append(err)
             if err < best:
