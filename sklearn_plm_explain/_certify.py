@@ -62,13 +62,18 @@ def noise_scale(L, P=None):
     # a 1/K share of every other column's: at most twice the largest.
     tau = 2.0 * FLOOR_ULPS * EPS * (1.0 + np.abs(L).max(axis=2))
     if P is not None:
-        on_grid = (P < _SMALL_P) & (np.mod(P * 2.0**53, 1.0) == 0.0)
+        on_grid = grid_rounded(P)
         # Rounding to the grid of 1 - p errs by at most eps/4, and the larger
         # probability itself by about as much again.
         safe = np.where(on_grid, P, 1.0)
         absolute = np.where(on_grid, 0.5 * EPS / safe, 0.0)
         tau = tau + absolute.max(axis=2)
     return tau
+
+
+def grid_rounded(P):
+    """Which small probabilities were computed as one minus the others."""
+    return (P > 0) & (P < _SMALL_P) & (np.mod(P * 2.0**53, 1.0) == 0.0)
 
 
 def fit_local_models(U, Y, x0, step, centre, tau):

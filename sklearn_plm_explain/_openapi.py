@@ -27,6 +27,7 @@ from sklearn_plm_explain._blackbox import (
 )
 from sklearn_plm_explain._certify import (
     fit_local_models,
+    grid_rounded,
     noise_inflation,
     noise_scale,
     relative_bound,
@@ -42,13 +43,18 @@ _MORE_WITNESSES = 4
 
 STATUSES = {
     "exact": "certified: the local linear model is exact to the target tolerance",
-    "saturated": "a probability is exactly 0 or 1, so its log-ratio is undefined",
+    "saturated": "a probability is exactly 0 (its log-ratio is undefined), or so "
+    "close to 0 that it is only known as 1 minus the others, too imprecisely "
+    "to resolve the slope",
     "imprecise": "the responses are too imprecise to resolve the slope at any "
     "radius that stays inside the row's linear region",
     "boundary": "the row lies on (or within float precision of) a boundary "
     "between linear regions",
     "not_piecewise_linear": "residuals shrink like the square of the radius: "
     "the model is smooth and curved, not piecewise linear",
+    "flat": "the responses are bitwise identical all around the row (a dead "
+    "region, e.g. every unit of a ReLU layer off): the slopes are zero to "
+    "within the response precision, which has no relative error to certify",
     "not_run": "not explained because the model failed on another row first",
 }
 
@@ -421,7 +427,7 @@ class OpenAPIExplainer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
                     break
                 self._attempt(bb, state, searches, rngs)
             for i, search in searches.items():
-                state.status[i] = search.failure_status()
+                state.status[i] = self._failure_status(state, i, search)
         except ModelResponseError as err:
             state.status[state.status == ""] = "not_run"
             err.partial = state.as_dict() | {"offset": rows.start}
@@ -509,8 +515,14 @@ class OpenAPIExplainer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         rel = relative_bound(slope, sigma[:, None], se_x).max(axis=1)
         rel = np.where(bad, np.inf, rel)
         by_estimate = pooled >= np.maximum(1.0, learned)
+        # Bitwise identical responses everywhere in the cube: a dead region.
+        flat = np.all(Y == Y[:, :1, :], axis=(1, 2)) & ~bad
         for j, i in enumerate(rows):
             search = searches[i]
+            if flat[j]:
+                state.record_flat(i, Y[j, 0], search.radius)
+                del searches[i]
+                continue
             state.record_estimate(i, slope[j], intercept[j], rel[j], search.radius)
             search.record(
                 Attempt(
@@ -528,10 +540,19 @@ class OpenAPIExplainer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
                 continue
             nxt = search.next_radius()
             if nxt is None:
-                state.status[i] = search.failure_status()
+                state.status[i] = self._failure_status(state, i, search)
                 del searches[i]
             else:
                 search.radius = nxt
+
+    def _failure_status(self, state, i, search):
+        status = search.failure_status()
+        if status == "imprecise" and self._kind == "proba":
+            # Too imprecise because a probability sits so close to 0 that it
+            # is only known to the absolute precision of 1 - p: saturation.
+            if grid_rounded(state.R0[i]).any():
+                return "saturated"
+        return status
 
     def _assemble(self, parts, n):
         if "offset" in parts[0]:
@@ -592,6 +613,13 @@ class _ChunkState:
         if rel <= self.error_bound[i] or not np.isfinite(self.error_bound[i]):
             self.coef[i], self.intercept[i] = slope, intercept
             self.error_bound[i], self.radius[i] = rel, radius
+
+    def record_flat(self, i, L0, radius):
+        self.n_iter[i] += 1
+        self.coef[i] = 0.0
+        self.intercept[i] = L0 - L0.mean() if L0.size > 1 else L0
+        self.error_bound[i], self.radius[i] = np.inf, radius
+        self.status[i] = "flat"
 
     def as_dict(self):
         return {

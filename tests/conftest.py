@@ -1,0 +1,44 @@
+"""Shared test configuration: hypothesis profiles and small fixtures."""
+
+import os
+
+import pytest
+from hypothesis import HealthCheck, settings
+
+# Fitting models inside property tests is slow by hypothesis' standards: no
+# deadline, few examples. CI derandomises so that a run is reproducible.
+settings.register_profile(
+    "ci",
+    derandomize=True,
+    deadline=None,
+    database=None,
+    print_blob=True,
+    max_examples=12,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+settings.register_profile("dev", deadline=None, max_examples=12)
+settings.register_profile("thorough", deadline=None, max_examples=200)
+settings.load_profile(
+    os.environ.get(
+        "SKLEARN_PLM_HYPOTHESIS_PROFILE", "ci" if os.environ.get("CI") else "dev"
+    )
+)
+
+
+class CountingModel:
+    """Wraps a callable model and counts its calls and query rows."""
+
+    def __init__(self, fn):
+        self.fn = fn
+        self.calls = 0
+        self.rows = 0
+
+    def __call__(self, X):
+        self.calls += 1
+        self.rows += len(X)
+        return self.fn(X)
+
+
+@pytest.fixture
+def counting():
+    return CountingModel

@@ -1,0 +1,499 @@
+"""OpenAPIExplainer: exactness against white-box ground truth, and honesty."""
+
+import json
+import warnings
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from sklearn.datasets import load_breast_cancer, load_iris, make_blobs
+from sklearn.decomposition import PCA
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.linear_model import LogisticRegression
+from sklearn.neural_network import MLPClassifier, MLPRegressor
+from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import MinMaxScaler, StandardScaler
+from sklearn.svm import SVC
+
+from sklearn_plm_explain import (
+    STATUSES,
+    Explanation,
+    ModelResponseError,
+    OpenAPIExplainer,
+    decision_features,
+    local_linear_model,
+)
+
+RTOL = 1e-8
+
+
+def _rel_l1_all_classes(explanation, model, X):
+    """Worst relative L1 error of D_c over all classes, per row."""
+    W, _ = local_linear_model(model, X)
+    C = W.shape[2]
+    errors = []
+    for c in range(C):
+        target = np.full(len(X), c)
+        truth = decision_features(W, target)
+        est = C / (C - 1) * explanation.coef[:, :, c]
+        num = np.abs(est - truth).sum(axis=1)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            errors.append(num / np.abs(truth).sum(axis=1))
+    return np.max(errors, axis=0)
+
+
+def _quiet_explain(explainer, X, **kw):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        return explainer.explain(X, **kw)
+
+
+def _random_relu_mlp(seed, d, C, layers):
+    X, y = make_blobs(
+        n_samples=300, centers=C, n_features=d, cluster_std=3.0, random_state=seed
+    )
+    rng = np.random.default_rng(seed)
+    sizes = tuple(int(v) for v in rng.integers(4, 24, size=layers))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        mlp = MLPClassifier(sizes, max_iter=60, random_state=seed).fit(X, y)
+    return mlp, X
+
+
+# -- exactness: property tests ----------------------------------------------------
+@given(
+    seed=st.integers(0, 2**16),
+    d=st.integers(2, 40),
+    C=st.integers(2, 8),
+    layers=st.integers(1, 3),
+)
+def test_relu_mlp_exact_rows_are_exact(seed, d, C, layers):
+    # Every row reported exact matches the white-box local model for every
+    # class; most rows that still respond to their input are certified (the
+    # 95 % share is checked on a larger fixed sample below).
+    exact, responsive = _check_random_mlp(seed, d, C, layers)
+    assert exact >= 0.8 * responsive
+
+
+def _check_random_mlp(seed, d, C, layers):
+    mlp, X = _random_relu_mlp(seed, d, C, layers)
+    rows = X[np.random.default_rng(seed + 1).choice(len(X), 20, replace=False)]
+    e = _quiet_explain(OpenAPIExplainer(mlp, random_state=seed).fit(X), rows)
+    err = _rel_l1_all_classes(e, mlp, rows)
+    assert np.all(err[e.converged] <= RTOL)
+    assert set(e.status) <= set(STATUSES)
+    np.testing.assert_array_equal(e.converged, e.status == "exact")
+    assert np.all(e.values[e.status == "flat"] == 0)
+    responsive = ~np.isin(e.status, ["saturated", "flat"])
+    return e.converged.sum(), responsive.sum()
+
+
+def test_relu_mlp_share_of_exact_rows():
+    # 24 random networks spanning the property test's ranges, 480 rows.
+    rng = np.random.default_rng(2026)
+    totals = np.zeros(2)
+    for k in range(24):
+        d, C, layers = rng.integers(2, 41), rng.integers(2, 9), rng.integers(1, 4)
+        totals += _check_random_mlp(1000 + k, int(d), int(C), int(layers))
+    assert totals[0] >= 0.95 * totals[1]
+
+
+@given(seed=st.integers(0, 2**16), d=st.integers(2, 30), C=st.integers(2, 6))
+def test_logistic_regression_and_affine_pipelines_are_exact(seed, d, C):
+    _check_affine_models(seed, d, C)
+
+
+def test_affine_models_share_of_exact_rows():
+    rng = np.random.default_rng(7)
+    totals = np.zeros(2)
+    for k in range(8):
+        d, C = int(rng.integers(2, 31)), int(rng.integers(2, 7))
+        totals += _check_affine_models(500 + k, d, C)
+    assert totals[0] >= 0.95 * totals[1]
+
+
+def _check_affine_models(seed, d, C):
+    totals = np.zeros(2)
+    X, y = make_blobs(
+        n_samples=200, centers=C, n_features=d, cluster_std=3.0, random_state=seed
+    )
+    X = X * np.random.default_rng(seed).uniform(0.1, 50, size=d)  # mixed scales
+    models = [
+        LogisticRegression(max_iter=2000),
+        make_pipeline(
+            StandardScaler(), PCA(max(1, d // 2)), LogisticRegression(max_iter=2000)
+        ),
+        make_pipeline(
+            MinMaxScaler(), MLPClassifier((12,), max_iter=100, random_state=seed)
+        ),
+    ]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        for model in models:
+            model.fit(X, y)
+    rows = X[:15]
+    for model in models:
+        for method in ("auto", "predict_proba"):
+            explainer = OpenAPIExplainer(model, response_method=method, random_state=0)
+            e = _quiet_explain(explainer.fit(X), rows)
+            err = _rel_l1_all_classes(e, model, rows)
+            assert np.all(err[e.converged] <= RTOL)
+            responsive = ~np.isin(e.status, ["saturated", "flat"])
+            assert e.converged.sum() >= 0.8 * responsive.sum()
+            totals += (e.converged.sum(), responsive.sum())
+    return totals
+
+
+def test_digits_mlp_every_row_matches_ground_truth():
+    from sklearn_plm_explain._anchors import make_anchor_model
+
+    anchor = make_anchor_model("digits_mlp")
+    rows = anchor.X_test[:60]
+    explainer = OpenAPIExplainer(anchor.model, random_state=0).fit(anchor.X_train)
+    e = _quiet_explain(explainer, rows)
+    err = _rel_l1_all_classes(e, anchor.model, rows)
+    assert np.all(err[e.converged] <= RTOL)
+    assert e.converged.mean() >= 0.95
+    # values are the decision features of the predicted class.
+    W, _ = local_linear_model(anchor.model, rows)
+    predicted = anchor.model.predict_proba(rows).argmax(axis=1)
+    np.testing.assert_array_equal(e.target, predicted)
+    truth = decision_features(W, predicted)
+    rel = np.abs(e.values - truth).sum(1) / np.abs(truth).sum(1)
+    assert np.all(rel[e.converged] <= RTOL)
+
+
+def test_regressor_values_are_the_local_gradient():
+    X, y = load_breast_cancer(return_X_y=True)
+    X = StandardScaler().fit_transform(X)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        reg = MLPRegressor(hidden_layer_sizes=(16,), max_iter=200, random_state=0)
+        reg.fit(X, y)
+    e = _quiet_explain(OpenAPIExplainer(reg, random_state=0).fit(X), X[:20])
+    assert e.classes is None and e.coef.shape == (20, X.shape[1], 1)
+    W, _ = local_linear_model(reg, X[:20])
+    rel = np.abs(e.values - W[:, :, 0]).sum(1) / np.abs(W[:, :, 0]).sum(1)
+    assert e.converged.mean() >= 0.9
+    assert np.all(rel[e.converged] <= RTOL)
+
+
+# -- never a silent wrong answer --------------------------------------------------
+def _binary_lr():
+    X, y = load_breast_cancer(return_X_y=True)
+    X = StandardScaler().fit_transform(X)
+    return LogisticRegression(max_iter=5000).fit(X, y), X
+
+
+def _rows_at_logits(lr, X, logits):
+    # Move a row along the weight vector until the logit takes each value.
+    w, b = lr.coef_[0], lr.intercept_[0]
+    x = X[0]
+    z0 = x @ w + b
+    return np.array([x + (z - z0) * w / (w @ w) for z in logits])
+
+
+def test_saturated_binary_probabilities_are_never_exact_and_wrong():
+    lr, X = _binary_lr()
+    logits = np.array([-60, -45, -40, -30, -25, -20, 20, 25, 30, 35, 40, 45, 60.0])
+    rows = _rows_at_logits(lr, X, logits)
+    np.testing.assert_allclose(lr.decision_function(rows), logits, rtol=1e-9)
+    explainer = OpenAPIExplainer(lr, response_method="predict_proba", random_state=0)
+    with pytest.warns(ConvergenceWarning, match="not certified exact"):
+        e = explainer.fit(X).explain(rows)
+    err = _rel_l1_all_classes(e, lr, rows)
+    assert np.all(err[e.converged] <= RTOL)
+    # p0 = 1 - p1 is exactly 0 from logit ~37 on: nothing to take a log of.
+    assert np.all(e.status[logits >= 40] == "saturated")
+    # In the band where 1 - p1 cancels, rows are flagged, not exact.
+    assert not e.converged[(logits >= 30) & (logits < 40)].any()
+
+
+def test_binary_mlp_without_decision_function_flags_saturated_rows():
+    X, y = load_breast_cancer(return_X_y=True)
+    X = StandardScaler().fit_transform(X)
+    mlp = MLPClassifier((16,), max_iter=1000, random_state=0).fit(X, y)
+    rows = np.vstack([X[:20], 4 * X[:20], 12 * X[:20]])  # push the logits out
+    e = _quiet_explain(OpenAPIExplainer(mlp, random_state=0).fit(X), rows)
+    assert e.converged.any() and not e.converged.all()
+    err = _rel_l1_all_classes(e, mlp, rows)
+    assert np.all(err[e.converged] <= RTOL)
+
+
+@pytest.mark.parametrize("kind", ["tanh_mlp", "svc"])
+def test_non_piecewise_linear_models_are_not_certified(kind):
+    X, y = load_iris(return_X_y=True)
+    if kind == "tanh_mlp":
+        model = MLPClassifier((16,), activation="tanh", max_iter=3000, random_state=0)
+    else:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", FutureWarning)
+            model = SVC(probability=True, random_state=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)
+        model.fit(X, y)
+    explainer = OpenAPIExplainer(model, random_state=0).fit(X)
+    with pytest.warns(ConvergenceWarning, match="not certified exact"):
+        e = explainer.explain(X[::15])
+    assert not e.converged.any()
+    assert np.all(e.status == "not_piecewise_linear")
+
+
+def test_decision_function_explains_far_beyond_probability_saturation():
+    lr, X = _binary_lr()
+    rows = _rows_at_logits(lr, X, [-50.0, 50.0])
+    explainer = OpenAPIExplainer(lr, random_state=0).fit(X)
+    assert explainer.response_method_ == "decision_function"
+    e = explainer.explain(rows)
+    assert np.all(e.status == "exact")
+    assert np.all(_rel_l1_all_classes(e, lr, rows) <= RTOL)
+
+
+# -- bad input and misbehaving models ---------------------------------------------
+@pytest.fixture(scope="module")
+def iris_model():
+    X, y = load_iris(return_X_y=True)
+    return LogisticRegression(max_iter=1000).fit(X, y), X
+
+
+@pytest.mark.parametrize(
+    "bad, match",
+    [
+        (np.array([[1.0, np.nan, 1.0, 1.0]]), "NaN"),
+        (np.array([[1.0, np.inf, 1.0, 1.0]]), "infinity"),
+        (np.ones((2, 3)), "3 features"),
+        (np.empty((0, 4)), "0 sample"),
+        (np.array([["a", "b", "c", "d"]], dtype=object), "could not convert"),
+    ],
+)
+def test_bad_input_raises_before_any_query(iris_model, counting, bad, match):
+    model, X = iris_model
+    fn = counting(model.predict_proba)
+    explainer = OpenAPIExplainer(fn, random_state=0).fit(X)
+    calls = fn.calls
+    with pytest.raises(ValueError, match=match):
+        explainer.explain(bad)
+    assert fn.calls == calls
+
+
+def test_unknown_target_raises_before_any_query(iris_model, counting):
+    model, X = iris_model
+    fn = counting(model.predict_proba)
+    explainer = OpenAPIExplainer(fn).fit(X)
+    calls = fn.calls
+    with pytest.raises(ValueError, match="Unknown target"):
+        explainer.explain(X[:2], target=7)
+    assert fn.calls == calls
+
+
+def _misbehaving(model, how):
+    def fn(Z):
+        P = model.predict_proba(Z)
+        hit = Z[:, 0] > 7.0  # only the queries around the long-sepal rows
+        if how == "nan":
+            P[hit, 0] = np.nan
+        elif how == "negative":
+            P[hit, 0] = -0.1
+        elif how == "sum":
+            P[hit] *= 1.5
+        elif how == "shape" and hit.any():
+            return P[:-1]
+        return P
+
+    return fn
+
+
+@pytest.mark.parametrize("how", ["nan", "negative", "sum", "shape"])
+def test_invalid_responses_name_the_rows(iris_model, how):
+    model, X = iris_model
+    rows = X[[0, 1, 2]].copy()
+    rows[1, 0] = 7.5  # row 1 triggers the misbehaviour
+    explainer = OpenAPIExplainer(_misbehaving(model, how), random_state=0)
+    explainer.fit(X[X[:, 0] <= 7.0])
+    with pytest.raises(ModelResponseError) as info:
+        explainer.explain(rows)
+    if how != "shape":
+        assert "row(s) 1 " in str(info.value)
+        np.testing.assert_array_equal(info.value.rows, [1])
+
+
+def test_failure_mid_way_keeps_finished_rows(iris_model):
+    _, X = iris_model
+    rng = np.random.default_rng(0)
+    A, B = rng.normal(size=(4, 3)), rng.normal(size=(4, 3))
+    calls = {"n": 0}
+
+    def kinked(Z):
+        # Piecewise linear with one kink at x0 = 5; fails from the third call.
+        calls["n"] += 1
+        logits = np.where(Z[:, :1] < 5.0, Z @ A, Z @ B)
+        P = np.exp(logits - logits.max(axis=1, keepdims=True))
+        P /= P.sum(axis=1, keepdims=True)
+        if calls["n"] >= 3:
+            P[:] = np.nan
+        return P
+
+    rows = X[:6].copy()
+    rows[:3, 0] = 5.0  # on the kink: these need more than one attempt
+    explainer = OpenAPIExplainer(kinked, random_state=0).fit(X)
+    calls["n"] = 0
+    with pytest.raises(ModelResponseError) as info:
+        explainer.explain(rows)
+    partial = info.value.partial
+    assert isinstance(partial, Explanation) and len(partial) == len(rows)
+    np.testing.assert_array_equal(partial.status[:3], ["not_run"] * 3)
+    done = partial.status == "exact"
+    assert done[3:].any() and set(partial.status[3:]) <= {"exact", "not_run"}
+    # What was finished is what a run without failure gives.
+    calls["n"] = -100
+    clean = explainer.explain(rows)
+    np.testing.assert_array_equal(partial.coef[done], clean.coef[done])
+
+
+# -- determinism and batching -----------------------------------------------------
+class RowwiseMLP:
+    """A ReLU network evaluated row by row (no BLAS), so that a point's response
+    does not depend on the other points of its batch, as BLAS kernels may."""
+
+    def __init__(self, mlp):
+        self.mlp = mlp
+
+    def __call__(self, Z):
+        h = Z
+        last = len(self.mlp.coefs_) - 1
+        for k, (W, b) in enumerate(zip(self.mlp.coefs_, self.mlp.intercepts_)):
+            h = np.einsum("nd,dh->nh", h, W) + b
+            if k < last:
+                h = np.maximum(h, 0.0)
+        p1 = 1.0 / (1.0 + np.exp(-h[:, 0]))
+        return np.column_stack([1.0 - p1, p1])
+
+
+def _bc_mlp_small():
+    X, y = load_breast_cancer(return_X_y=True)
+    X = StandardScaler().fit_transform(X)
+    return MLPClassifier((16, 8), max_iter=500, random_state=0).fit(X, y), X
+
+
+def test_results_do_not_depend_on_runs_jobs_or_batches():
+    mlp, X = _bc_mlp_small()
+    rows = X[:24]
+    model = RowwiseMLP(mlp)
+    np.testing.assert_allclose(model(rows), mlp.predict_proba(rows), rtol=1e-12)
+
+    def run(rows, **kw):
+        explainer = OpenAPIExplainer(model, random_state=0, **kw).fit(X)
+        return _quiet_explain(explainer, rows)
+
+    ref = run(rows)
+    others = [
+        run(rows),
+        run(rows, n_jobs=2),
+        Explanation_concat([run(rows[i : i + 1]) for i in range(len(rows))]),
+        run(rows[::-1])[::-1],
+    ]
+    assert ref.converged.mean() > 0.5
+    for other in others:
+        np.testing.assert_array_equal(ref.coef, other.coef)
+        np.testing.assert_array_equal(ref.status, other.status)
+        np.testing.assert_array_equal(ref.n_queries, other.n_queries)
+
+
+def Explanation_concat(parts):
+    fields = {
+        f: np.concatenate([getattr(p, f) for p in parts]) for f in parts[0].fields
+    }
+    p = parts[0]
+    return Explanation(
+        classes=p.classes, feature_names=p.feature_names, method=p.method, **fields
+    )
+
+
+def test_blas_batch_effects_stay_far_below_the_tolerance():
+    # sklearn's MLP goes through BLAS, whose results for one point may change in
+    # the last bits with the batch it is computed in; explanations then agree
+    # to well within the certified tolerance.
+    mlp, X = _bc_mlp_small()
+    rows = X[:24]
+    explainer = OpenAPIExplainer(mlp, random_state=0).fit(X)
+    ref = _quiet_explain(explainer, rows)
+    by_row = Explanation_concat([_quiet_explain(explainer, r[None]) for r in rows])
+    both = ref.converged & by_row.converged
+    assert both.mean() > 0.8
+    np.testing.assert_allclose(ref.coef[both], by_row.coef[both], rtol=1e-7, atol=0)
+
+
+def test_model_calls_bounded_by_attempts_not_rows(counting):
+    X, y = load_breast_cancer(return_X_y=True)
+    X = StandardScaler().fit_transform(X)
+    mlp = MLPClassifier((16,), max_iter=500, random_state=0).fit(X, y)
+    fn = counting(mlp.predict_proba)
+    explainer = OpenAPIExplainer(fn, random_state=0).fit(X)
+    fn.calls = fn.rows = 0
+    e = _quiet_explain(explainer, X[:100])
+    assert fn.calls <= 1 + e.n_iter.max()
+    assert fn.rows == e.n_queries.sum()
+
+
+def test_batch_size_splits_calls(iris_model, counting):
+    model, X = iris_model
+    fn = counting(model.predict_proba)
+    explainer = OpenAPIExplainer(fn, random_state=0, batch_size=50).fit(X)
+    fn.calls = fn.rows = 0
+    e = explainer.explain(X[:20])
+    assert fn.rows == e.n_queries.sum()
+    assert fn.calls >= fn.rows / 50
+
+
+# -- the result object ------------------------------------------------------------
+def test_explanation_fields_and_round_trip(iris_model):
+    model, X = iris_model
+    e = OpenAPIExplainer(model, random_state=0).fit(X).explain(X[:6], target=2)
+    n, d, C = 6, 4, 3
+    assert e.values.shape == (n, d) and e.coef.shape == (n, d, C)
+    assert e.intercept.shape == (n, C)
+    np.testing.assert_array_equal(e.target, np.full(n, 2))
+    np.testing.assert_allclose(e.values, C / (C - 1) * e.coef[:, :, 2])
+    np.testing.assert_array_equal(e.converged, e.status == "exact")
+    sub = e[2:5]
+    assert len(sub) == 3
+    np.testing.assert_array_equal(sub.coef, e.coef[2:5])
+    frame = e.to_frame()
+    assert list(frame.columns[:d]) == ["x0", "x1", "x2", "x3"]
+    assert list(frame["status"]) == list(e.status)
+    back = Explanation.from_dict(json.loads(json.dumps(e.to_dict())))
+    np.testing.assert_array_equal(back.coef, e.coef)
+    np.testing.assert_array_equal(back.status, e.status)
+    np.testing.assert_array_equal(back.classes, e.classes)
+    # the local model reproduces the centred logits at the row
+    logits = np.einsum("nd,ndc->nc", X[:6], e.coef) + e.intercept
+    log_p = np.log(model.predict_proba(X[:6]))
+    np.testing.assert_allclose(
+        logits, log_p - log_p.mean(axis=1, keepdims=True), atol=1e-8
+    )
+
+
+def test_transform_and_score(iris_model):
+    model, X = iris_model
+    explainer = OpenAPIExplainer(model, random_state=0).fit(X)
+    np.testing.assert_array_equal(
+        explainer.transform(X[:5]), explainer.explain(X[:5]).values
+    )
+    assert 0.99 < explainer.score(X[:10]) <= 1.0
+
+
+def test_unfitted_estimator_needs_y_or_is_fitted_on_it():
+    X, y = load_iris(return_X_y=True)
+    with pytest.raises(ValueError, match="not fitted"):
+        OpenAPIExplainer(LogisticRegression()).fit(X)
+    explainer = OpenAPIExplainer(LogisticRegression(max_iter=1000)).fit(X, y)
+    assert hasattr(explainer.estimator_, "coef_")
+    assert not hasattr(explainer.estimator, "coef_")
+
+
+def test_callable_gets_class_indices(iris_model):
+    model, X = iris_model
+    explainer = OpenAPIExplainer(model.predict_proba, random_state=0).fit(X)
+    np.testing.assert_array_equal(explainer.classes_, [0, 1, 2])
+    assert explainer.explain(X[:3]).converged.all()
