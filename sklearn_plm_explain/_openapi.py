@@ -46,12 +46,13 @@ STATUSES = {
     "saturated": "a probability is exactly 0 (its log-ratio is undefined), or so "
     "close to 0 that it is only known as 1 minus the others, too imprecisely "
     "to resolve the slope",
-    "imprecise": "the responses are too imprecise to resolve the slope at any "
-    "radius that stays inside the row's linear region",
-    "boundary": "the row lies on (or within float precision of) a boundary "
-    "between linear regions",
-    "not_piecewise_linear": "residuals shrink like the square of the radius: "
-    "the model is smooth and curved, not piecewise linear",
+    "imprecise": "the responses are too imprecise to resolve the slope even on "
+    "the largest cube tried, and no cube showed a kink",
+    "boundary": "the row is too close to a boundary between linear regions: "
+    "every cube small enough to stay in its region is too small to resolve "
+    "the slope at the response precision",
+    "not_piecewise_linear": "residuals scale like the square of the radius "
+    "over several radii: the model is smooth and curved, not piecewise linear",
     "flat": "the responses are bitwise identical all around the row (a dead "
     "region, e.g. every unit of a ReLU layer off): the slopes are zero to "
     "within the response precision, which has no relative error to certify",
@@ -91,7 +92,7 @@ class OpenAPIExplainer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         ``decision_function`` (logits: exact even where probabilities
         saturate), then ``predict_proba``. Callables are treated as
         ``predict_proba`` unless told otherwise.
-    init_radius : float, default=1e-3
+    init_radius : float, default=2e-4
         First half-width of the sampling cube, in units of each feature's
         scale (see ``scale``).
     min_radius : float, default=1e-9
@@ -185,7 +186,7 @@ class OpenAPIExplainer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         estimator=None,
         *,
         response_method="auto",
-        init_radius=1e-3,
+        init_radius=2e-4,
         min_radius=1e-9,
         max_radius=1.0,
         n_witnesses=5,
@@ -460,7 +461,7 @@ class OpenAPIExplainer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         for i in rows:
             search = searches[i]
             step = search.radius * self.scale_
-            u = rngs[i].uniform(-1.0, 1.0, (search.n_new, state.d))
+            u = _design(rngs[i], search.n_new, state.d, fresh=not search.keep)
             draws.append(state.X[i] + step * u)
             steps.append(step)
         counts = np.array([len(p) for p in draws])
@@ -632,6 +633,28 @@ class _ChunkState:
             "n_iter": self.n_iter,
             "n_queries": self.n_queries,
         }
+
+
+def _design(rng, n, d, fresh):
+    """Query offsets in units of the step: ``n`` points in ``d`` dimensions.
+
+    A fresh cube gets a random *orthogonal* design: the columns of ``[1, U]``
+    are orthogonal with squared norm ``n``, so every slope is estimated with
+    the smallest variance ``n`` points allow (a uniform random design with
+    barely more points than unknowns is nearly singular and several times
+    worse). Each point still projects on any direction like a standard normal
+    variable, and the design is continuous and random, so a region boundary
+    crossing the cube cannot hide in the fit. Points added to an existing cube
+    are standard normal.
+    """
+    G = rng.standard_normal((n, d + 1))
+    if not fresh or n < d + 1:
+        return G[:, 1:]
+    G[:, 0] = 1.0
+    Q, R = np.linalg.qr(G)
+    # Fix the signs so the first column is +1/sqrt(n), as QR leaves them free.
+    Q *= np.sign(np.diag(R))
+    return np.sqrt(n) * Q[:, 1:]
 
 
 def _or_zero(level):

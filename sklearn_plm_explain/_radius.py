@@ -20,6 +20,8 @@ MIN_BRACKET = 4.0
 # A consistent cube whose bound misses the target by at most this factor gets
 # more points in the same cube rather than a new, larger one.
 AUGMENT_RANGE = 8.0
+# The most a larger sample in the same cube can tighten the bound.
+OVERSAMPLE_GAIN = 8.0
 
 
 @dataclass
@@ -108,6 +110,8 @@ class RadiusSearch:
             want = last.radius * float(np.clip(growth, 2.0, MAX_GROWTH))
         blocked = want < self.min_radius
         if r_lo is not None and r_hi is not None:
+            if self._hopeless(r_lo, r_hi):
+                return None
             if r_hi / r_lo < MIN_BRACKET:
                 blocked = True
             elif not r_lo < want < r_hi:
@@ -119,11 +123,30 @@ class RadiusSearch:
         if not blocked:
             self.n_new = self.n_features + self.n_witnesses
             return want
-        if r_lo is not None and self.n_witnesses < self.n_more:
+        if (
+            r_lo is not None
+            and self.n_witnesses < self.n_more
+            and not self._hopeless(r_lo, 2.0 * r_lo)
+        ):
             self.n_witnesses = self.n_more
             self.n_new = self.n_features + self.n_witnesses
             return r_lo
         return None
+
+    def _hopeless(self, r_lo, r_hi):
+        """No radius below ``r_hi`` can be resolved, even with more points.
+
+        The error bound of a consistent cube falls like 1 / radius, no cube
+        reaches ``r_hi``, and more points gain at most ``OVERSAMPLE_GAIN`` (the
+        noise estimate's uncertainty and the standard errors both shrink): an
+        optimistic forecast, so that only rows certain to fail stop early.
+        """
+        att = max(
+            (a for a in self.history if not self._excess(a) and a.radius == r_lo),
+            key=lambda a: a.radius,
+        )
+        best = att.rel_error * att.radius / r_hi
+        return best > OVERSAMPLE_GAIN * self.rtol
 
     def _augment(self, last):
         # The cube was linear and nearly resolved: more points in it cost less
@@ -151,31 +174,29 @@ class RadiusSearch:
     def failure_status(self):
         """Name the reason no attempt was certified."""
         exc = [a for a in self.history if not a.bad and self._excess(a)]
-        if not exc and any(a.bad for a in self.history):
-            return "saturated"
-        r_lo, r_hi = self._bracket()
-        if r_lo is not None and r_hi is not None:
-            # Residuals of a smooth model grow like the radius squared from
-            # the noise level; a piecewise-linear model jumps from the noise
-            # floor to a kink's residual.
-            lo = next(a for a in self.history if a.radius == r_lo)
-            hi = next(a for a in self.history if a.radius == r_hi)
-            level = np.max(np.maximum(lo.sigma_hat, lo.floor))
-            if np.max(hi.sigma_hat) > 30.0 * level * (r_hi / r_lo) ** 2.5:
-                return "boundary"
-        if len(exc) < 2:
-            return "imprecise"
-        r = np.log([a.radius for a in exc])
-        rho = np.log([np.max(a.sigma_hat) for a in exc])
-        if np.ptp(r) == 0:
-            return "imprecise"
-        p = np.polyfit(r, rho, 1)[0]
-        # Residuals of a kink scale with the radius, curvature with its square.
-        if p >= 1.5:
+        if not exc:
+            return "saturated" if any(a.bad for a in self.history) else "imprecise"
+        if _curved(exc):
             return "not_piecewise_linear"
-        if p >= 0.5:
-            return "boundary"
-        return "imprecise"
+        return "boundary"
+
+
+def _curved(attempts):
+    """Residuals that scale like the radius squared over several radii.
+
+    A smooth model's residuals follow its curvature, ``r**2``, consistently
+    over decades of radius; a kink's residual depends on how much of the cube
+    lies beyond the boundary and does not. Asks for at least three
+    inconsistent cubes spanning a factor 30 whose log-residuals lie on a line
+    of slope about 2.
+    """
+    r = np.log([a.radius for a in attempts])
+    rho = np.log([np.max(a.sigma_hat) for a in attempts])
+    if len(attempts) < 3 or np.ptp(r) < np.log(30.0):
+        return False
+    slope, icpt = np.polyfit(r, rho, 1)
+    scatter = np.max(np.abs(rho - (slope * r + icpt)))
+    return 1.6 <= slope <= 2.4 and scatter <= np.log(5.0)
 
 
 def _exponent(a, b):
