@@ -12,15 +12,21 @@ model tree that is itself a piecewise-linear model
 from sklearn_plm_explain._blackbox import ModelResponseError
 from sklearn_plm_explain._explanation import Explanation
 from sklearn_plm_explain._ground_truth import decision_features, local_linear_model
+from sklearn_plm_explain._lime import LimeTabularExplainer
+from sklearn_plm_explain._lmt import LogisticModelTreeClassifier
 from sklearn_plm_explain._openapi import STATUSES, OpenAPIExplainer
+from sklearn_plm_explain._stable_lime import StableLIMEExplainer
 
 __version__ = "0.1.0"
 
 __all__ = [
     "Explanation",
+    "LimeTabularExplainer",
+    "LogisticModelTreeClassifier",
     "ModelResponseError",
     "OpenAPIExplainer",
     "STATUSES",
+    "StableLIMEExplainer",
     "decision_features",
     "local_linear_model",
     "__version__",
