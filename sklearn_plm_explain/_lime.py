@@ -39,6 +39,8 @@ __all__ = ["LimeTabularExplainer"]
 
 # Query points sent to the model per group of rows when ``batch_size`` is None.
 _DEFAULT_POINTS_PER_GROUP = 2**15
+# Rows drawn per block: the temporaries of a block stay in the CPU cache.
+_SAMPLE_BLOCK = 512
 # lime adds this to every bin's standard deviation; kept for identical sampling.
 _BIN_STD_EPS = 1e-11
 _DISCRETIZER_PERCENTILES = {
@@ -62,9 +64,9 @@ class _TabularSpace:
     bin, with the bin's training mean and standard deviation (lime's law).
 
     Internally the columns are kept in the order continuous, categorical,
-    discretised (random bins first, then columns whose bins each hold a
-    single value), so that every group is a contiguous block; ``perm`` maps
-    internal positions to the original columns.
+    discretised, so that every group is a contiguous block (all-numeric data
+    keep their order); ``perm`` maps internal positions to the original
+    columns.
     """
 
     def __init__(self, X_num, X_cat, num_cols, cat_cols, y, params):
@@ -77,14 +79,12 @@ class _TabularSpace:
         if params["discretize_continuous"]:
             self.cont_src = np.empty(0, np.intp)
             bins = [_fit_bins(X_num[:, j], y, params) for j in range(n_num)]
-            # Columns with some bin worth sampling inside come first.
-            live = [bool(np.any(b["live"])) for b in bins]
-            order = sorted(range(n_num), key=lambda j: not live[j])
-            self.disc_src = np.asarray(order, dtype=np.intp)
-            self.n_rand = int(sum(live))
-            self.edges = [bins[j]["edges"] for j in order]
-            counts_list += [bins[j]["counts"] for j in order]
-            tables = [bins[j] for j in order]
+            self.disc_src = np.arange(n_num)
+            # Whether any bin needs a normal quantile (else values are fixed).
+            self.n_rand = int(any(np.any(b["live"]) for b in bins)) * n_num
+            self.edges = [b["edges"] for b in bins]
+            counts_list += [b["counts"] for b in bins]
+            tables = bins
         else:
             self.cont_src = np.arange(n_num)
             self.disc_src = np.empty(0, np.intp)
@@ -162,6 +162,14 @@ class _TabularSpace:
             S[i, :k] = np.where(t["live"], t["sign"] * t["std"], 0.0)
         self.tn_A, self.tn_B = A.ravel(), B.ravel()
         self.tn_mu, self.tn_S = mu.ravel(), S.ravel()
+        self.tn_live = self.tn_S != 0
+        # Expected share of discretised draws that need a normal quantile.
+        n_cat = self.n_cat
+        probs = [c / c.sum() for c in counts_list[n_cat:]]
+        live = [np.abs(S[n_cat + i, : p.size]) > 0 for i, p in enumerate(probs)]
+        self.live_mass = float(
+            np.mean([p[lv].sum() for p, lv in zip(probs, live)]) if probs else 0.0
+        )
 
     # -- explained rows -------------------------------------------------------------
     def encode_rows(self, X_num, X_cat):
@@ -197,8 +205,14 @@ class _TabularSpace:
         ``Z`` receives the interpretable, standardised representation (what
         the surrogate is fitted on), ``Q`` the query values (numeric values;
         category indices for categorical columns), both in the internal
-        column order.
+        column order. Rows are drawn in blocks whose temporaries stay in
+        cache; the stream of draws does not depend on ``m``'s split.
         """
+        for start in range(0, Z.shape[0], _SAMPLE_BLOCK):
+            stop = start + _SAMPLE_BLOCK
+            self._sample_block(rng, x_cont, x_flat, Z[start:stop], Q[start:stop])
+
+    def _sample_block(self, rng, x_cont, x_flat, Z, Q):
         m = Z.shape[0]
         c0 = self.n_cont
         if c0:
@@ -223,14 +237,35 @@ class _TabularSpace:
             self._bin_values(flat[:, self.n_cat :], u[:, self.n_cat :], Q[:, c1:])
 
     def _bin_values(self, flat, u, out):
-        np.take(self.tn_mu, flat, out=out)
-        r = self.n_rand
-        if r:
-            fr = flat[:, :r]
-            p = np.take(self.tn_A, fr)
-            p += u[:, :r] * np.take(self.tn_B, fr)
-            np.clip(p, 1e-300, None, out=p)
-            out[:, :r] += np.take(self.tn_S, fr) * ndtri(p)
+        # Contiguous indices keep the table look-ups (np.take) cheap; the
+        # buffers are reused in place because allocation dominates here.
+        flat = np.ascontiguousarray(flat)
+        vals = out if out.flags.c_contiguous else np.empty(out.shape)
+        np.take(self.tn_mu, flat, out=vals)
+        if not self.n_rand:
+            pass
+        elif self.live_mass > 0.85:
+            p = np.take(self.tn_A, flat)
+            tmp = np.take(self.tn_B, flat)
+            tmp *= u
+            p += tmp
+            np.maximum(p, 1e-300, out=p)
+            ndtri(p, out=p)
+            np.take(self.tn_S, flat, out=tmp)
+            p *= tmp
+            vals += p
+        else:
+            # Many draws fall in single-valued bins: skip their quantiles.
+            idx = np.flatnonzero(np.take(self.tn_live, flat))
+            fi = flat.ravel().take(idx)
+            p = self.tn_A.take(fi)
+            p += np.ascontiguousarray(u).ravel().take(idx) * self.tn_B.take(fi)
+            np.maximum(p, 1e-300, out=p)
+            ndtri(p, out=p)
+            p *= self.tn_S.take(fi)
+            vals.ravel()[idx] += p
+        if vals is not out:
+            out[...] = vals
 
     def decode(self, Q):
         """Query values in the original column order and representation."""
@@ -311,13 +346,14 @@ class _LocalStats:
     def __init__(self, Z, w, Y):
         self.n = Z.shape[0]
         self.wsum = w.sum()
-        Zw = Z * w[:, None]
-        self.mu = Zw.sum(axis=0) / self.wsum
+        self.mu = w @ Z / self.wsum
         self.ybar = w @ Y / self.wsum
-        G = Z.T @ Zw
+        # A.T @ A with the same operand runs as a symmetric rank-k update.
+        A = Z * np.sqrt(w)[:, None]
+        G = A.T @ A
         G -= self.wsum * np.outer(self.mu, self.mu)
         self.G = G
-        self.b = Zw.T @ Y - self.wsum * np.outer(self.mu, self.ybar)
+        self.b = Z.T @ (Y * w[:, None]) - self.wsum * np.outer(self.mu, self.ybar)
         resid = Y - self.ybar
         self.syy = w @ (resid * resid)
         # Below this the target is flat up to rounding of its weighted mean.
@@ -911,7 +947,8 @@ class _BaseLime(TransformerMixin, BaseEstimator):
         return out
 
     def _weights(self, Z):
-        dist = np.sqrt(np.einsum("ij,ij->i", Z - Z[0], Z - Z[0]))
+        dist = _distances(Z, Z[0])
+        dist[0] = 0.0  # exact for the row itself despite the expansion's rounding
         return self._kernel(dist)
 
     def _lime_fit(self, Z, Y, labels):
@@ -980,8 +1017,7 @@ class _BaseLime(TransformerMixin, BaseEstimator):
         scores = np.empty(ctx.rows.size)
         for i, r in enumerate(ctx.rows):
             Z, y = Zs[i], Ys[i][:, int(out["target"][i])]
-            diff = Z - ctx.z0[r]
-            w = self._kernel(np.sqrt(np.einsum("ij,ij->i", diff, diff)))
+            w = self._kernel(_distances(Z, ctx.z0[r]))
             pred = out["intercept"][i] + Z @ out["values"][i][perm]
             ybar = w @ y / w.sum()
             floor = (1e-13 * abs(ybar)) ** 2 * w.sum()
@@ -999,6 +1035,15 @@ class _Group:
         self.z0 = z0
         self.X_orig = X_orig
         self.gens = gens
+
+
+def _distances(Z, z0):
+    """Euclidean distances of the rows of Z to z0 (one matrix-vector product)."""
+    d2 = np.einsum("ij,ij->i", Z, Z)
+    d2 -= 2.0 * (Z @ z0)
+    d2 += z0 @ z0
+    np.maximum(d2, 0.0, out=d2)
+    return np.sqrt(d2)
 
 
 def _row_streams(key_row, seed):

@@ -161,6 +161,12 @@ class StableLIMEExplainer(_BaseLime):
     alpha : float, default=0.05
         Level of each one-sided test (``z_α`` is the ``1 − alpha`` normal
         quantile). A smaller ``alpha`` never asks for fewer samples.
+    max_growth : float or None, default=None
+        Largest factor by which one round may grow the sample. The size a
+        failing step asks for is extrapolated from a noisy gap (a near-tie
+        asks for an unbounded size), so capping the growth lets rows that
+        settle at an intermediate size stop there; ``None`` grows straight
+        to the size asked for.
     mode : {"classification", "regression"}, default="classification"
         What the model's responses are.
     categorical_features : array-like of int, str or bool, default=None
@@ -215,7 +221,8 @@ n_features_in_, feature_names_in_
       for a step without rival, ``nan`` for steps a short path never reached
       (such steps are not tested: nothing is selected there).
 
-    The sample grows to ``min(max(ceil(n'), n + 1), n_max)`` where ``n'`` is
+    The sample grows to ``min(max(ceil(n'), n + 1), n_max)`` (with ``n'``
+    first capped at ``max_growth * n``) where ``n'`` is
     the largest size asked for by a failing step (over steps and labels;
     the reference used the first failing step only, which takes more
     rounds and is not monotone in ``alpha``).
@@ -244,6 +251,7 @@ n_features_in_, feature_names_in_
         **_BaseLime._parameter_constraints,
         "n_max": [Interval(numbers.Integral, 2, None, closed="left")],
         "alpha": [Interval(numbers.Real, 0, 0.5, closed="neither")],
+        "max_growth": [Interval(numbers.Real, 1, None, closed="neither"), None],
     }
 
     _method_name = "stable_lime"
@@ -256,6 +264,7 @@ n_features_in_, feature_names_in_
         num_samples=1000,
         n_max=10000,
         alpha=0.05,
+        max_growth=None,
         mode="classification",
         categorical_features=None,
         discretize_continuous=True,
@@ -273,6 +282,7 @@ n_features_in_, feature_names_in_
         self.num_samples = num_samples
         self.n_max = n_max
         self.alpha = alpha
+        self.max_growth = max_growth
         self.mode = mode
         self.categorical_features = categorical_features
         self.discretize_continuous = discretize_continuous
@@ -336,6 +346,8 @@ n_features_in_, feature_names_in_
                     continue
                 need = max(t.n_needed for t in tests)
                 target_n = self.n_max if not np.isfinite(need) else math.ceil(need)
+                if self.max_growth is not None:
+                    target_n = min(target_n, math.ceil(self.max_growth * n))
                 new_n = min(max(target_n, n + 1), self.n_max)
                 grow.append(i)
                 extra_sizes.append(new_n - n)
