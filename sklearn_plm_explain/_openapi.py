@@ -34,12 +34,16 @@ from sklearn_plm_explain._certify import (
 )
 from sklearn_plm_explain._explanation import Explanation
 from sklearn_plm_explain._radius import Attempt, RadiusSearch
+from sklearn_plm_explain._regions import RegionLibrary
 
 __all__ = ["OpenAPIExplainer", "STATUSES"]
 
 # A row boxed in between too-small and non-linear cubes may use up to this
 # many times (d + 1) witnesses at its largest consistent radius.
 _MORE_WITNESSES = 4
+# With region reuse, the first wave of rows searched is this fraction of the
+# batch; waves then double, so the number of rounds grows by a constant.
+_FIRST_WAVE = 32
 
 STATUSES = {
     "exact": "certified: the local linear model is exact to the target tolerance",
@@ -112,6 +116,18 @@ class OpenAPIExplainer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         Per-feature unit of the sampling cube. ``"std"`` uses the standard
         deviation of ``X`` in :meth:`fit`; constant features get the median of
         the other scales.
+    reuse_regions : bool, default=True
+        Let a row reuse a local model certified for another row of the batch
+        when its own response agrees with that model and so do the responses
+        at a fresh random pair of points ``x +- u`` near it: three queries
+        instead of a new fit. Two different affine maps agree only on a set of
+        measure zero, so the row lies in that model's region with probability
+        one; and a row on a region boundary has one of the pair beyond it, so
+        it is never waved through. The content of
+        the result (statuses, decision features to ``rtol``) does not change;
+        the number of queries does (``reused_from`` names the row whose model
+        was reused, -1 for rows fitted themselves). Rows are then searched in
+        growing waves, which adds a few rounds of model calls.
     batch_size : int, default=None
         Largest number of points sent to the model in one call. ``None``
         sends each attempt's points for all rows of a chunk in one call.
@@ -176,6 +192,7 @@ class OpenAPIExplainer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         "rtol": [Interval(Real, 0, 1, closed="neither")],
         "max_iter": [Interval(Integral, 1, None, closed="left")],
         "scale": [StrOptions({"std"}), "array-like"],
+        "reuse_regions": ["boolean"],
         "batch_size": [Interval(Integral, 1, None, closed="left"), None],
         "n_jobs": [Integral, None],
         "random_state": ["random_state"],
@@ -193,6 +210,7 @@ class OpenAPIExplainer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         rtol=1e-8,
         max_iter=20,
         scale="std",
+        reuse_regions=True,
         batch_size=None,
         n_jobs=None,
         random_state=None,
@@ -206,6 +224,7 @@ class OpenAPIExplainer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         self.rtol = rtol
         self.max_iter = max_iter
         self.scale = scale
+        self.reuse_regions = reuse_regions
         self.batch_size = batch_size
         self.n_jobs = n_jobs
         self.random_state = random_state
@@ -411,35 +430,69 @@ class OpenAPIExplainer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         try:
             self._query_origins(bb, state, target)
             rngs = row_generators(X, seed)
-            searches = {
-                i: RadiusSearch(
-                    self.init_radius,
-                    self.min_radius,
-                    self.max_radius,
-                    self.rtol,
-                    state.d,
-                    self.n_witnesses,
-                    max(self.n_witnesses, _MORE_WITNESSES * (state.d + 1)),
-                )
-                for i in np.flatnonzero(state.status == "")
-            }
-            for _ in range(self.max_iter):
-                if not searches:
-                    break
-                self._attempt(bb, state, searches, rngs)
-            for i, search in searches.items():
-                state.status[i] = self._failure_status(state, i, search)
+            if self.reuse_regions:
+                state.library = RegionLibrary(centre=self._kind != "regression")
+            self._solve(bb, state, rngs)
         except ModelResponseError as err:
             state.status[state.status == ""] = "not_run"
             err.partial = state.as_dict() | {"offset": rows.start}
             raise
         return state.as_dict()
 
+    def _new_search(self, d):
+        return RadiusSearch(
+            self.init_radius,
+            self.min_radius,
+            self.max_radius,
+            self.rtol,
+            d,
+            self.n_witnesses,
+            max(self.n_witnesses, _MORE_WITNESSES * (d + 1)),
+        )
+
+    def _solve(self, bb, state, rngs):
+        """Rounds of one model call each, until every row has a status.
+
+        Without region reuse every row starts its radius search at once. With
+        it, rows are released for a search in growing waves; the others wait
+        for a certified model their response agrees with, which a fresh
+        random neighbour then confirms (its query joins the round's call).
+        """
+        waiting = np.flatnonzero(state.status == "")
+        searches = {}
+        release = waiting.size
+        if state.library is not None:
+            release = max(1, waiting.size // _FIRST_WAVE)
+        checked = 0
+        while waiting.size or searches:
+            match = np.full(waiting.size, -1, dtype=np.intp)
+            if state.library is not None and len(state.library) > checked:
+                match = state.library.first_match(
+                    state.X[waiting], state.L0[waiting], state.tau0[waiting], checked
+                )
+                checked = len(state.library)
+                # Agreement within a noise that is not at float precision
+                # (probabilities known only as 1 - p) cannot tell regions apart.
+                match[~state.sharp[waiting]] = -1
+            free = waiting[match < 0][:release]
+            release *= 2
+            for i in free:
+                searches[i] = self._new_search(state.d)
+            confirm = {i: j for i, j in zip(waiting, match) if j >= 0}
+            waiting = np.setdiff1d(waiting, np.concatenate([free, list(confirm)]))
+            released = self._round(bb, state, searches, rngs, confirm)
+            for i in released:
+                searches[i] = self._new_search(state.d)
+
     def _query_origins(self, bb, state, target):
         R0 = bb.query(state.X, state.owners(np.arange(state.n)))
         state.n_queries += 1
         state.R0 = R0
         state.L0, sat = self._to_log(R0)
+        state.tau0 = self._tau(state.L0, R0)
+        state.sharp = np.ones(len(R0), dtype=bool)
+        if self._kind == "proba":
+            state.sharp = ~grid_rounded(R0).any(axis=1)
         state.status[sat] = "saturated"
         state.radius[sat] = np.nan
         predicted = np.argmax(R0, axis=1)
@@ -453,9 +506,11 @@ class OpenAPIExplainer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
             L = np.log(np.where(zero, 1.0, R))
         return L, zero.any(axis=1)
 
-    def _attempt(self, bb, state, searches, rngs):
-        # Rows differ in radius and in the number of new points, but all
-        # their points go to the model in one call.
+    def _round(self, bb, state, searches, rngs, confirm):
+        """One model call: the rows' attempts and the reuse confirmations.
+
+        Returns the rows whose confirmation failed, to be searched from now on.
+        """
         rows = np.fromiter(searches, dtype=np.intp)
         steps, draws = [], []
         for i in rows:
@@ -464,11 +519,53 @@ class OpenAPIExplainer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
             u = _design(rngs[i], search.n_new, state.d, fresh=not search.keep)
             draws.append(state.X[i] + step * u)
             steps.append(step)
-        counts = np.array([len(p) for p in draws])
-        R = bb.query(np.concatenate(draws), state.owners(np.repeat(rows, counts)))
-        state.n_queries[rows] += counts
+        c_rows = np.fromiter(confirm, dtype=np.intp)
+        for i in c_rows:
+            # An antithetic pair: if the row sits on a region boundary, one of
+            # the two lies beyond it, so a boundary row is never waved through.
+            u = rngs[i].uniform(-1.0, 1.0, state.d) * self.init_radius * self.scale_
+            draws.append(state.X[i] + np.stack([u, -u]))
+        counts = np.array([len(p) for p in draws], dtype=np.intp)
+        owners = np.repeat(np.concatenate([rows, c_rows]), counts)
+        R = bb.query(np.concatenate(draws), state.owners(owners))
+        state.n_queries[rows] += counts[: rows.size]
+        state.n_queries[c_rows] += 2
+        parts = np.split(R, np.cumsum(counts)[:-1])
+        self._attempt(state, searches, rows, draws, parts, steps)
+        c_points = np.concatenate(draws[rows.size :]) if c_rows.size else None
+        return self._confirm(state, confirm, c_rows, c_points, parts[rows.size :])
+
+    def _confirm(self, state, confirm, rows, points, parts):
+        if rows.size == 0:
+            return []
+        R = np.concatenate(parts)
+        L, bad = self._to_log(R)
+        tau = self._tau(L, R)
+        models = np.repeat([confirm[i] for i in rows], 2)
+        origin = np.repeat(rows, 2)
+        ok = ~bad & state.library.agrees_locally(
+            state.X[origin],
+            state.L0[origin],
+            state.tau0[origin],
+            points,
+            L,
+            tau,
+            models,
+        )
+        ok = ok.reshape(-1, 2).all(axis=1)
+        for i, j, good in zip(rows, models[::2], ok):
+            if good:
+                state.record_reuse(i, *state.library.model(j))
+        return rows[~ok]
+
+    def _tau(self, L, R):
+        """Noise scale of single responses (see ``noise_scale``)."""
+        P = R[:, None, :] if self._kind == "proba" else None
+        return noise_scale(L[:, None, :], P)[:, 0]
+
+    def _attempt(self, state, searches, rows, draws, parts, steps):
         cubes = []
-        for i, pts, resp in zip(rows, draws, np.split(R, np.cumsum(counts)[:-1])):
+        for i, pts, resp in zip(rows, draws, parts):
             if searches[i].keep:
                 old_pts, old_resp = state.cubes[i]
                 pts, resp = np.vstack([old_pts, pts]), np.vstack([old_resp, resp])
@@ -537,9 +634,15 @@ class OpenAPIExplainer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
             )
             if rel[j] <= self.rtol:
                 state.status[i] = "exact"
+                if state.library is not None:
+                    state.library.add(
+                        state.X[i], slope[j], intercept[j], rel[j], state.offset + i
+                    )
                 del searches[i]
                 continue
-            nxt = search.next_radius()
+            nxt = None
+            if len(search.history) < self.max_iter:
+                nxt = search.next_radius()
             if nxt is None:
                 state.status[i] = self._failure_status(state, i, search)
                 del searches[i]
@@ -594,8 +697,9 @@ class _ChunkState:
     def __init__(self, X, offset, n_outputs, init_radius):
         n, d = X.shape
         self.X, self.offset, self.n, self.d = X, offset, n, d
-        self.R0 = self.L0 = None
+        self.R0 = self.L0 = self.tau0 = self.library = None
         self.cubes = {}
+        self.reused_from = np.full(n, -1, dtype=np.intp)
         self.target = np.full(n, -1, dtype=np.intp)
         self.coef = np.full((n, d, n_outputs), np.nan)
         self.intercept = np.full((n, n_outputs), np.nan)
@@ -615,6 +719,12 @@ class _ChunkState:
             self.coef[i], self.intercept[i] = slope, intercept
             self.error_bound[i], self.radius[i] = rel, radius
 
+    def record_reuse(self, i, slope, intercept, rel, owner):
+        self.coef[i], self.intercept[i] = slope, intercept
+        self.error_bound[i], self.radius[i] = rel, np.nan
+        self.reused_from[i] = owner
+        self.status[i] = "exact"
+
     def record_flat(self, i, L0, radius):
         self.n_iter[i] += 1
         self.coef[i] = 0.0
@@ -632,6 +742,7 @@ class _ChunkState:
             "radius": self.radius,
             "n_iter": self.n_iter,
             "n_queries": self.n_queries,
+            "reused_from": self.reused_from,
         }
 
 
@@ -673,6 +784,7 @@ def _pad_partial(part, n, n_outputs, d):
         "radius": np.full(n, np.nan),
         "n_iter": np.zeros(n, dtype=np.intp),
         "n_queries": np.zeros(n, dtype=np.intp),
+        "reused_from": np.full(n, -1, dtype=np.intp),
     }
     for key, arr in part.items():
         full[key][rows][: arr.shape[0]] = arr

@@ -336,7 +336,7 @@ def test_failure_mid_way_keeps_finished_rows(iris_model):
 
     rows = X[:6].copy()
     rows[:3, 0] = 5.0  # on the kink: these need more than one attempt
-    explainer = OpenAPIExplainer(kinked, random_state=0).fit(X)
+    explainer = OpenAPIExplainer(kinked, random_state=0, reuse_regions=False).fit(X)
     calls["n"] = 0
     with pytest.raises(ModelResponseError) as info:
         explainer.explain(rows)
@@ -382,10 +382,13 @@ def test_results_do_not_depend_on_runs_jobs_or_batches():
     model = RowwiseMLP(mlp)
     np.testing.assert_allclose(model(rows), mlp.predict_proba(rows), rtol=1e-12)
 
-    def run(rows, **kw):
-        explainer = OpenAPIExplainer(model, random_state=0, **kw).fit(X)
+    def run(rows, reuse=False, **kw):
+        explainer = OpenAPIExplainer(
+            model, random_state=0, reuse_regions=reuse, **kw
+        ).fit(X)
         return _quiet_explain(explainer, rows)
 
+    # Every row on its own: bitwise identical whatever the batching.
     ref = run(rows)
     others = [
         run(rows),
@@ -398,6 +401,15 @@ def test_results_do_not_depend_on_runs_jobs_or_batches():
         np.testing.assert_array_equal(ref.coef, other.coef)
         np.testing.assert_array_equal(ref.status, other.status)
         np.testing.assert_array_equal(ref.n_queries, other.n_queries)
+    # Rows sharing certified models (the default): two runs are identical;
+    # other batchings give the same statuses and values within 2 rtol (a row
+    # may reuse another row's certified model instead of fitting its own).
+    shared = run(rows, reuse=True)
+    np.testing.assert_array_equal(shared.coef, run(rows, reuse=True).coef)
+    for other in (run(rows, reuse=True, n_jobs=2), run(rows[::-1], reuse=True)[::-1]):
+        np.testing.assert_array_equal(other.status, shared.status)
+        diff = np.abs(other.values - shared.values).sum(1)[shared.converged]
+        assert np.all(diff <= 2 * RTOL * np.abs(shared.values).sum(1)[shared.converged])
 
 
 def Explanation_concat(parts):
@@ -432,8 +444,14 @@ def test_model_calls_bounded_by_attempts_not_rows(counting):
     explainer = OpenAPIExplainer(fn, random_state=0).fit(X)
     fn.calls = fn.rows = 0
     e = _quiet_explain(explainer, X[:100])
-    assert fn.calls <= 1 + e.n_iter.max()
+    # One call for the rows themselves, one per round of attempts; with
+    # region reuse, rows start in waves, a constant number more rounds.
+    assert fn.calls <= 1 + e.n_iter.max() + 6
     assert fn.rows == e.n_queries.sum()
+    fn.calls = 0
+    explainer.set_params(reuse_regions=False)
+    e = _quiet_explain(explainer, X[:100])
+    assert fn.calls <= 1 + e.n_iter.max()
 
 
 def test_batch_size_splits_calls(iris_model, counting):

@@ -1,0 +1,137 @@
+"""Reuse of certified local models by other rows of the same linear region."""
+
+# SPDX-License-Identifier: BSD-3-Clause
+
+import numpy as np
+
+# A response agrees with a model's prediction within this many noise scales.
+AGREE_NOISE = 16.0
+
+
+class RegionLibrary:
+    """The local models certified so far in one batch of rows.
+
+    All rows of one linear region share one local model. A row whose own
+    response agrees with a certified model, and whose fresh random neighbour
+    agrees too, lies in that model's region with probability one: two
+    different affine maps agree only on a set of measure zero, and the
+    neighbour is drawn after the match was found. Such a row reuses the model
+    for two queries instead of a new fit.
+    """
+
+    def __init__(self, centre):
+        self.centre = centre
+        self._x, self._slope, self._intercept, self._rel, self.owner = (
+            [],
+            [],
+            [],
+            [],
+            [],
+        )
+
+    def __len__(self):
+        return len(self._x)
+
+    def add(self, x, slope, intercept, rel, owner):
+        self._x.append(x)
+        self._slope.append(slope)
+        self._intercept.append(intercept)
+        self._rel.append(rel)
+        self.owner.append(owner)
+
+    def model(self, j):
+        return self._slope[j], self._intercept[j], self._rel[j], self.owner[j]
+
+    def _arrays(self, sel):
+        return (
+            np.stack(self._slope)[sel],
+            np.stack(self._intercept)[sel],
+            np.stack(self._x)[sel],
+            np.asarray(self._rel)[sel],
+        )
+
+    def agrees(self, X, L, tau, models):
+        """Whether each response agrees with its own model's prediction.
+
+        Parameters
+        ----------
+        X : ndarray of shape (n, d)
+            Points.
+        L : ndarray of shape (n, K)
+            Their responses in log space.
+        tau : ndarray of shape (n,)
+            Noise scale of each response.
+        models : ndarray of int of shape (n,)
+            Library index of the model to compare each point with.
+
+        Returns
+        -------
+        agree : ndarray of bool of shape (n,)
+        """
+        S, b, x_ref, rel = self._arrays(models)
+        predicted = np.einsum("nd,ndk->nk", X, S) + b
+        spread = np.abs(X - x_ref).max(axis=1)
+        tol = _tolerance(tau, rel, np.abs(S).sum(axis=1), spread)
+        return np.all(np.abs(predicted - self._centred(L)) <= tol, axis=1)
+
+    def agrees_locally(self, x0, L0, tau0, X, L, tau, models):
+        """Whether the changes of response from ``x0`` to ``X`` follow the slopes.
+
+        Parameters
+        ----------
+        x0, L0, tau0 : ndarrays of shape (n, d), (n, K), (n,)
+            The explained rows, their responses and noise scales.
+        X, L, tau : ndarrays of shape (n, d), (n, K), (n,)
+            Points near them, their responses and noise scales.
+        models : ndarray of int of shape (n,)
+            Library index of the model of each row.
+
+        Returns
+        -------
+        agree : ndarray of bool of shape (n,)
+            Changes compared with the model's slopes only, whose uncertainty
+            over a small step is tiny: a kink between the two points, which
+            the model's uncertainty over a long distance could hide, cannot.
+        """
+        S, _, _, rel = self._arrays(models)
+        step = X - x0
+        predicted = np.einsum("nd,ndk->nk", step, S)
+        observed = self._centred(L) - self._centred(L0)
+        tol = AGREE_NOISE * (tau + tau0)[:, None] + rel[:, None] * np.abs(
+            np.einsum("nd,ndk->nk", np.abs(step), np.abs(S))
+        )
+        return np.all(np.abs(predicted - observed) <= tol, axis=1)
+
+    def first_match(self, X, L, tau, start=0, block=64):
+        """Index of the first model from ``start`` on that each row agrees with.
+
+        Returns -1 where none does. Models are compared in blocks, all rows at
+        once.
+        """
+        found = np.full(X.shape[0], -1, dtype=np.intp)
+        L = self._centred(L)
+        for lo in range(start, len(self), block):
+            todo = np.flatnonzero(found < 0)
+            if todo.size == 0:
+                break
+            S, b, x_ref, rel = self._arrays(slice(lo, min(lo + block, len(self))))
+            Xt = X[todo]
+            predicted = np.einsum("nd,mdk->nmk", Xt, S) + b[None]
+            spread = np.abs(Xt[:, None, :] - x_ref[None]).max(axis=2)
+            tol = _tolerance(
+                tau[todo, None], rel[None], np.abs(S).sum(axis=1)[None], spread
+            )
+            ok = np.all(np.abs(predicted - L[todo, None, :]) <= tol, axis=2)
+            hit = ok.any(axis=1)
+            found[todo[hit]] = lo + ok[hit].argmax(axis=1)
+        return found
+
+    def _centred(self, L):
+        return L - L.mean(axis=-1, keepdims=True) if self.centre else L
+
+
+def _tolerance(tau, rel, slope_norm, spread):
+    # Rounding noise of the responses, plus the model's own uncertainty, which
+    # grows with the distance from the row it was certified at: its slopes are
+    # known to a relative L1 error ``rel``.
+    return AGREE_NOISE * tau[..., None] + (rel * spread)[..., None] * slope_norm

@@ -1,0 +1,114 @@
+"""Region reuse: rows of one linear region share one certified model."""
+
+import warnings
+
+import numpy as np
+import pytest
+from sklearn.datasets import load_digits, make_blobs
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.neural_network import MLPClassifier
+
+from sklearn_plm_explain import (
+    LogisticModelTreeClassifier,
+    OpenAPIExplainer,
+    decision_features,
+    local_linear_model,
+)
+
+
+def _explain(model, X_fit, X, **kw):
+    explainer = OpenAPIExplainer(model, random_state=0, **kw).fit(X_fit)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        return explainer.explain(X)
+
+
+def _rel_err(e, model, X):
+    W, _ = local_linear_model(model, X)
+    truth = decision_features(W, e.target)
+    return np.abs(e.values - truth).sum(1) / np.abs(truth).sum(1)
+
+
+@pytest.fixture(scope="module")
+def digits_lmt():
+    X, y = load_digits(return_X_y=True)
+    X = X / 16.0
+    lmt = LogisticModelTreeClassifier(
+        prune=False, max_depth=3, split_point="midpoint", random_state=0
+    ).fit(X[:1200], y[:1200])
+    assert lmt.get_n_leaves() >= 4
+    return lmt, X[:1200], X[1200:1500]
+
+
+def test_reuse_matches_per_row_solving_on_a_tree(digits_lmt):
+    lmt, X_fit, X = digits_lmt
+    alone = _explain(lmt, X_fit, X, reuse_regions=False)
+    shared = _explain(lmt, X_fit, X)
+    np.testing.assert_array_equal(shared.status, alone.status)
+    # Pixels are multiples of 1/16 and so are some split points: the rows
+    # that sit exactly on a split of their path are flagged, all others exact.
+    on_split = _on_a_split(lmt, X)
+    assert on_split.any()
+    np.testing.assert_array_equal(shared.converged, ~on_split)
+    # Same content: both exact against the leaf of each row.
+    assert np.all(_rel_err(shared, lmt, X)[shared.converged] <= 1e-8)
+    assert np.all(_rel_err(alone, lmt, X)[alone.converged] <= 1e-8)
+    reused = shared.reused_from >= 0
+    assert reused.mean() > 0.8
+    # A reused model comes from a row in the same leaf.
+    leaves = lmt.apply(X)
+    np.testing.assert_array_equal(leaves[reused], leaves[shared.reused_from[reused]])
+    d = X.shape[1]
+    assert shared.n_queries.mean() <= 0.25 * (d + 2)
+    assert np.all(shared.n_queries[reused] == 3)
+
+
+def _on_a_split(lmt, X):
+    tree = lmt.tree_
+    path = lmt.decision_path(X).toarray().astype(bool)
+    inner = tree.feature >= 0
+    hit = np.zeros(len(X), dtype=bool)
+    for node in np.flatnonzero(inner):
+        hit |= path[:, node] & (X[:, tree.feature[node]] == tree.threshold[node])
+    return hit
+
+
+def test_reuse_content_independent_of_order_and_jobs(digits_lmt):
+    lmt, X_fit, X = digits_lmt
+    X = X[:120]
+    ref = _explain(lmt, X_fit, X)
+    for other in (
+        _explain(lmt, X_fit, X[::-1])[::-1],
+        _explain(lmt, X_fit, X, n_jobs=2),
+    ):
+        np.testing.assert_array_equal(other.status, ref.status)
+        # Both within rtol of the truth, so within 2 rtol of each other.
+        diff = np.abs(other.values - ref.values).sum(1)[ref.converged]
+        assert np.all(diff <= 2e-8 * np.abs(ref.values).sum(1)[ref.converged])
+
+
+def test_rows_on_a_split_threshold_are_exact_or_flagged():
+    # Split points at actual values put training values exactly on thresholds.
+    X, y = make_blobs(400, centers=4, n_features=3, cluster_std=2.0, random_state=1)
+    X = np.round(X, 1)
+    lmt = LogisticModelTreeClassifier(prune=False, random_state=0).fit(X, y)
+    assert lmt.get_n_leaves() >= 2
+    on = X[_on_a_split(lmt, X)]
+    assert len(on) > 0
+    for reuse in (True, False):
+        e = _explain(lmt, X, on, reuse_regions=reuse)
+        err = _rel_err(e, lmt, on)
+        assert np.all(err[e.converged] <= 1e-8)
+
+
+def test_reuse_changes_nothing_for_a_network():
+    X, y = make_blobs(300, centers=3, n_features=6, cluster_std=3.0, random_state=0)
+    mlp = MLPClassifier((16, 8), max_iter=800, random_state=0).fit(X, y)
+    rows = X[:60]
+    alone = _explain(mlp, X, rows, reuse_regions=False)
+    shared = _explain(mlp, X, rows)
+    np.testing.assert_array_equal(shared.status, alone.status)
+    both = shared.converged
+    diff = np.abs(shared.values - alone.values).sum(1)[both]
+    assert np.all(diff <= 2e-8 * np.abs(alone.values).sum(1)[both])
+    assert np.all(_rel_err(shared, mlp, rows)[both] <= 1e-8)
