@@ -116,7 +116,7 @@ class OpenAPIExplainer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         Per-feature unit of the sampling cube. ``"std"`` uses the standard
         deviation of ``X`` in :meth:`fit`; constant features get the median of
         the other scales.
-    reuse_regions : bool, default=True
+    reuse_regions : bool, default=False
         Let a row reuse a local model certified for another row of the batch
         when its own response agrees with that model and so do the responses
         at a fresh random pair of points ``x +- u`` near it: three queries
@@ -127,7 +127,10 @@ class OpenAPIExplainer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         the result (statuses, decision features to ``rtol``) does not change;
         the number of queries does (``reused_from`` names the row whose model
         was reused, -1 for rows fitted themselves). Rows are then searched in
-        growing waves, which adds a few rounds of model calls.
+        growing waves, which adds a few rounds of model calls. Off by default
+        because a reused model is bitwise another row's: results then depend
+        (within ``2 * rtol``) on which rows share a batch or a parallel chunk;
+        turn it on for models with few, large regions such as trees.
     batch_size : int, default=None
         Largest number of points sent to the model in one call. ``None``
         sends each attempt's points for all rows of a chunk in one call.
@@ -210,7 +213,7 @@ class OpenAPIExplainer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         rtol=1e-8,
         max_iter=20,
         scale="std",
-        reuse_regions=True,
+        reuse_regions=False,
         batch_size=None,
         n_jobs=None,
         random_state=None,

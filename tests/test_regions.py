@@ -17,6 +17,7 @@ from sklearn_plm_explain import (
 
 
 def _explain(model, X_fit, X, **kw):
+    kw.setdefault("reuse_regions", True)
     explainer = OpenAPIExplainer(model, random_state=0, **kw).fit(X_fit)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
