@@ -5,9 +5,12 @@
 import zlib
 
 import numpy as np
-from sklearn.base import is_regressor
+from sklearn.base import clone, is_regressor
+from sklearn.exceptions import NotFittedError
 from sklearn.utils import check_random_state, gen_even_slices
+from sklearn.utils.multiclass import type_of_target
 from sklearn.utils.parallel import Parallel, delayed
+from sklearn.utils.validation import check_is_fitted
 from threadpoolctl import threadpool_limits
 
 __all__ = ["ModelResponseError"]
@@ -33,6 +36,44 @@ class ModelResponseError(ValueError):
         super().__init__(message)
         self.rows = np.asarray(rows)
         self.partial = partial
+
+
+def resolve_estimator(estimator, X, y, owner):
+    """The model an explainer explains, as ``fit(X, y)`` of ``owner`` sees it.
+
+    A fitted estimator or a plain callable is used as it is, never refitted.
+    An unfitted estimator is cloned and fitted on ``(X, y)``. ``None`` fits a
+    default linear model on ``(X, y)``: ``LogisticRegression`` for class
+    labels, ``LinearRegression`` otherwise (mostly useful for testing).
+    """
+    if estimator is None:
+        if y is None:
+            raise ValueError(
+                f"{owner} needs an estimator (a fitted model or a callable), or "
+                "y to fit its default linear model."
+            )
+        from sklearn.linear_model import LinearRegression, LogisticRegression
+
+        kind = type_of_target(y)
+        estimator = (
+            LogisticRegression(max_iter=1000)
+            if kind in ("binary", "multiclass")
+            else LinearRegression()
+        )
+    if not hasattr(estimator, "fit"):
+        return estimator
+    try:
+        check_is_fitted(estimator)
+        return estimator
+    except NotFittedError:
+        if y is None:
+            raise ValueError(
+                f"The estimator {type(estimator).__name__} is not fitted and no y "
+                f"was given to fit it. Pass a fitted model (wrapped in "
+                "sklearn.frozen.FrozenEstimator to survive clone) or call "
+                "fit(X, y)."
+            ) from None
+        return clone(estimator).fit(X, y)
 
 
 def resolve_response_method(estimator, response_method):

@@ -11,9 +11,8 @@ from sklearn.base import (
     OneToOneFeatureMixin,
     TransformerMixin,
     _fit_context,
-    clone,
 )
-from sklearn.exceptions import ConvergenceWarning, NotFittedError
+from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils._param_validation import HasMethods, Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted, validate_data
 
@@ -22,6 +21,7 @@ from sklearn_plm_explain._blackbox import (
     ModelResponseError,
     base_seed,
     map_row_chunks,
+    resolve_estimator,
     resolve_response_method,
     row_generators,
 )
@@ -83,11 +83,12 @@ class OpenAPIExplainer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
 
     Parameters
     ----------
-    estimator : estimator or callable
+    estimator : estimator, callable or None, default=None
         A fitted classifier (with ``predict_proba`` or ``decision_function``)
         or regressor, or a callable ``f(X) -> probabilities (n, C)``. A fitted
         estimator is never refitted. An unfitted estimator is cloned and
-        fitted on ``(X, y)`` in :meth:`fit`. To tune the explainer with
+        fitted on ``(X, y)`` in :meth:`fit`; ``None`` fits a
+        ``LogisticRegression`` (class labels) or ``LinearRegression`` there. To tune the explainer with
         ``GridSearchCV`` around an already fitted model, wrap the model in
         :class:`sklearn.frozen.FrozenEstimator` so that cloning keeps it.
     response_method : {"auto", "predict_proba", "decision_function", "predict"}, \
@@ -256,34 +257,15 @@ class OpenAPIExplainer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
                 "Radii must satisfy min_radius <= init_radius <= max_radius; got "
                 f"{self.min_radius}, {self.init_radius}, {self.max_radius}."
             )
-        self.estimator_ = self._resolve_estimator(X_raw, y)
+        self.estimator_ = resolve_estimator(
+            self.estimator, X_raw, y, type(self).__name__
+        )
         self.response_method_, self._kind = resolve_response_method(
             self.estimator_, self.response_method
         )
         self.classes_ = self._resolve_classes(X)
         self.scale_ = self._resolve_scale(X)
         return self
-
-    def _resolve_estimator(self, X, y):
-        est = self.estimator
-        if est is None:
-            raise ValueError(
-                "OpenAPIExplainer needs an estimator (a fitted model or a callable)."
-            )
-        if not hasattr(est, "fit"):
-            return est
-        try:
-            check_is_fitted(est)
-            return est
-        except NotFittedError:
-            if y is None:
-                raise ValueError(
-                    f"The estimator {type(est).__name__} is not fitted and no y was "
-                    "given to fit it. Pass a fitted model (wrapped in "
-                    "sklearn.frozen.FrozenEstimator to survive clone) or call "
-                    "fit(X, y)."
-                ) from None
-            return clone(est).fit(X, y)
 
     def _resolve_classes(self, X):
         if self._kind == "regression":
