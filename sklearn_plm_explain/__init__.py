@@ -10,6 +10,7 @@ model tree that is itself a piecewise-linear model
 # SPDX-License-Identifier: BSD-3-Clause
 
 from sklearn_plm_explain._blackbox import ModelResponseError
+from sklearn_plm_explain._display import ExplanationDisplay
 from sklearn_plm_explain._explanation import Explanation
 from sklearn_plm_explain._ground_truth import decision_features, local_linear_model
 from sklearn_plm_explain._lime import LimeTabularExplainer
@@ -21,6 +22,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "Explanation",
+    "ExplanationDisplay",
     "LimeTabularExplainer",
     "LogisticModelTreeClassifier",
     "ModelResponseError",

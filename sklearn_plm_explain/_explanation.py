@@ -145,26 +145,221 @@ class Explanation:
         return self.classes[self._rows["target"]]
 
     # -- exports ----------------------------------------------------------------
-    def to_frame(self):
-        """One row per explained row: the attributions and the scalar diagnostics.
+    def to_frame(self, kind="wide"):
+        """The explanation as a pandas DataFrame.
+
+        Parameters
+        ----------
+        kind : {"wide", "long"}, default="wide"
+            ``"wide"``: one row per explained row, with one column per feature
+            (the attributions of the explained target) followed by every
+            one-dimensional per-row field and ``target_label``.
+            ``"long"``: one row per (explained row, feature) pair, with
+            columns ``row``, ``feature``, ``value``, ``target`` and
+            ``target_label`` (tidy form, for grouping and plotting).
 
         Returns
         -------
         frame : pandas.DataFrame
-            Columns are the feature names (attributions of the explained target)
-            followed by every one-dimensional per-row field.
+            The table described above.
         """
         import pandas as pd
 
-        frame = pd.DataFrame(
-            self._rows["values"], columns=[str(f) for f in self.feature_names]
-        )
+        if kind == "wide":
+            return pd.DataFrame(dict(self._wide_columns()))
+        if kind == "long":
+            return pd.DataFrame(self._long_columns())
+        raise ValueError(f"kind must be 'wide' or 'long'; got {kind!r}.")
+
+    def _wide_columns(self):
+        """``(name, 1-D array)`` pairs of the wide table, in column order.
+
+        Shared by :meth:`to_frame` and the command line, which writes CSV
+        without pandas.
+        """
+        values = self._rows["values"]
+        columns = [
+            (str(name), values[:, j]) for j, name in enumerate(self.feature_names)
+        ]
         for name, arr in self._rows.items():
             if name != "values" and arr.ndim == 1:
-                frame[name] = arr
+                columns.append((name, arr))
         if self.classes is not None:
-            frame["target_label"] = self.target_label
-        return frame
+            columns.append(("target_label", self.target_label))
+        return columns
+
+    def _long_columns(self):
+        n, d = len(self), len(self.feature_names)
+        columns = {
+            "row": np.repeat(np.arange(n), d),
+            "feature": np.tile(self.feature_names.astype(str), n),
+            "value": self._rows["values"][:, :d].reshape(-1),
+            "target": np.repeat(self._rows["target"], d),
+        }
+        if self.classes is not None:
+            columns["target_label"] = np.repeat(self.target_label, d)
+        return columns
+
+    def as_list(self, row, top_k=None):
+        """Feature names and attributions of one row, largest magnitude first.
+
+        Like ``lime``'s ``Explanation.as_list``: when the explanation records
+        which features its surrogate selected (field ``selected``, as the LIME
+        explainers do), only those are listed; otherwise every feature is.
+
+        Parameters
+        ----------
+        row : int
+            Index of the explained row.
+        top_k : int, default=None
+            Keep only the ``top_k`` largest attributions; ``None`` keeps all.
+
+        Returns
+        -------
+        pairs : list of (str, float)
+            ``(feature_name, value)`` sorted by decreasing ``abs(value)``;
+            ties keep the feature order.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from sklearn_plm_explain import Explanation
+        >>> e = Explanation(values=[[0.5, -2.0, 1.0]], target=[0], classes=None,
+        ...                 feature_names=["a", "b", "c"], method="demo")
+        >>> e.as_list(0, top_k=2)
+        [('b', -2.0), ('c', 1.0)]
+        """
+        n = len(self)
+        if not -n <= row < n:
+            raise IndexError(f"row {row} is out of range for {n} explained rows.")
+        if top_k is not None and top_k < 1:
+            raise ValueError(f"top_k must be at least 1 or None; got {top_k}.")
+        values = self._rows["values"][row]
+        features = np.arange(len(self.feature_names))
+        if "selected" in self._rows:
+            picked = np.asarray(self._rows["selected"][row]).astype(np.intp)
+            features = np.unique(picked[picked >= 0])
+        # A stable sort keeps the feature order among equal magnitudes.
+        order = features[np.argsort(-np.abs(values[features]), kind="stable")]
+        return [(str(self.feature_names[j]), float(values[j])) for j in order[:top_k]]
+
+    def to_shap(self):
+        """The explanation as a ``shap.Explanation``, to use shap's plots.
+
+        ``values`` are passed as they are: for :class:`OpenAPIExplainer`
+        they are slopes (decision features), for the LIME explainers the
+        surrogate weights, not per-feature contributions that add up to the
+        prediction. ``base_values`` is the intercept of the explained target
+        when the explanation has one (for a per-class ``intercept`` the entry
+        of each row's target), else zeros.
+
+        Returns
+        -------
+        explanation : shap.Explanation
+            With ``values``, ``base_values``, ``feature_names`` and, when the
+            explanation carries the explained rows in a ``data`` field,
+            ``data``.
+
+        Raises
+        ------
+        ImportError
+            If shap is not installed.
+        """
+        try:
+            import shap
+        except ImportError as exc:
+            raise ImportError(
+                "Explanation.to_shap needs the shap package: pip install shap"
+            ) from exc
+        data = self._rows.get("data")
+        return shap.Explanation(
+            values=self._rows["values"],
+            base_values=self._target_intercept(),
+            data=data,
+            feature_names=[str(f) for f in self.feature_names],
+        )
+
+    def _target_intercept(self):
+        intercept = self._rows.get("intercept")
+        if intercept is None:
+            return np.zeros(len(self))
+        intercept = np.asarray(intercept, dtype=np.float64)
+        if intercept.ndim == 2:
+            return intercept[np.arange(len(self)), self._rows["target"]]
+        return intercept
+
+    def plot(self, row=0, *, kind=None, image_shape=None, top_k=10, ax=None, **kw):
+        """Draw the explanation; see :meth:`ExplanationDisplay.from_explanation`.
+
+        Parameters
+        ----------
+        row : int, default=0
+            Row drawn by ``kind="bar"`` and ``kind="image"``.
+        kind : {"bar", "image", "class_average"}, default=None
+            ``None`` means ``"image"`` when ``image_shape`` is given, else
+            ``"bar"``.
+        image_shape : tuple of int, default=None
+            ``(height, width)`` of an image row.
+        top_k : int, default=10
+            Number of bars.
+        ax : matplotlib Axes, default=None
+            Axes to draw on; a new figure when ``None``.
+        **kw : dict
+            Passed to :meth:`ExplanationDisplay.plot`.
+
+        Returns
+        -------
+        display : ExplanationDisplay
+            The display, with ``ax_`` and ``figure_``.
+        """
+        from sklearn_plm_explain._display import ExplanationDisplay
+
+        return ExplanationDisplay.from_explanation(
+            self, row=row, kind=kind, image_shape=image_shape, top_k=top_k, ax=ax, **kw
+        )
+
+    @classmethod
+    def concat(cls, explanations):
+        """Join explanations of consecutive batches into one.
+
+        Parameters
+        ----------
+        explanations : sequence of Explanation
+            Explanations from the same explainer (same method, classes,
+            features and per-row fields).
+
+        Returns
+        -------
+        explanation : Explanation
+            Rows in the order given. Fields that index rows of their own batch
+            (such as ``reused_from``) are kept as they are.
+        """
+        explanations = list(explanations)
+        if not explanations:
+            raise ValueError("concat needs at least one Explanation.")
+        first = explanations[0]
+        for other in explanations[1:]:
+            same = (
+                other.fields == first.fields
+                and other.method == first.method
+                and np.array_equal(other.feature_names, first.feature_names)
+            )
+            if not same:
+                raise ValueError(
+                    "concat needs explanations with the same method, features "
+                    "and fields."
+                )
+        rows = {
+            name: np.concatenate([e._rows[name] for e in explanations])
+            for name in first.fields
+        }
+        return cls(
+            classes=first.classes,
+            feature_names=first.feature_names,
+            method=first.method,
+            params=first.params,
+            **rows,
+        )
 
     def to_dict(self):
         """A JSON-serialisable dictionary; :meth:`from_dict` inverts it.

@@ -1,0 +1,157 @@
+"""Tests of ExplanationDisplay: the artists drawn, not just that it runs."""
+
+import sys
+
+import numpy as np
+import pytest
+
+matplotlib = pytest.importorskip("matplotlib")
+matplotlib.use("Agg")
+
+from matplotlib.colors import to_rgba  # noqa: E402
+from sklearn.datasets import load_iris  # noqa: E402
+from sklearn.linear_model import LogisticRegression  # noqa: E402
+
+from sklearn_plm_explain import (  # noqa: E402
+    Explanation,
+    ExplanationDisplay,
+    OpenAPIExplainer,
+)
+from sklearn_plm_explain._display import _NEGATIVE_COLOR, _POSITIVE_COLOR  # noqa: E402
+
+
+@pytest.fixture
+def pyplot():
+    import matplotlib.pyplot as plt
+
+    yield plt
+    plt.close("all")
+
+
+def _explanation(values, target=None, classes=("a", "b", "c"), names=None):
+    values = np.asarray(values, dtype=float)
+    n, d = values.shape
+    if target is None:
+        target = np.zeros(n, dtype=int)
+    if names is None:
+        names = [f"feature number {j}" for j in range(d)]
+    return Explanation(
+        values=values,
+        target=np.asarray(target),
+        classes=None if classes is None else np.asarray(classes),
+        feature_names=names,
+        method="demo",
+    )
+
+
+def test_bar_count_colours_and_labels(pyplot):
+    e = _explanation([[0.5, -2.0, 1.0, 0.0, -0.1]])
+    disp = ExplanationDisplay.from_explanation(e, top_k=4)
+    bars = disp.bars_.patches
+    assert len(bars) == 4
+    # Top bar first: largest magnitude at the top, by position.
+    tops = sorted(bars, key=lambda b: -b.get_y())
+    widths = [b.get_width() for b in tops]
+    assert widths == [-2.0, 1.0, 0.5, -0.1]
+    for bar in tops:
+        expected = _POSITIVE_COLOR if bar.get_width() > 0 else _NEGATIVE_COLOR
+        assert bar.get_facecolor() == pytest.approx(to_rgba(expected))
+    labels = [t.get_text() for t in disp.ax_.get_yticklabels()]
+    assert labels == [
+        "feature number 1",
+        "feature number 2",
+        "feature number 0",
+        "feature number 4",
+    ]
+    # Each bar carries its value as text.
+    texts = {t.get_text() for t in disp.ax_.texts}
+    assert {"-2", "1", "0.5", "-0.1"} <= texts
+    assert disp.figure_ is disp.ax_.figure
+    assert "class a" in disp.ax_.get_title()
+
+
+def test_long_names_widen_the_figure(pyplot):
+    short = ExplanationDisplay.from_explanation(_explanation([[1.0, -1.0]]))
+    long_names = ["a very long feature name " * 3, "b"]
+    long = ExplanationDisplay.from_explanation(
+        _explanation([[1.0, -1.0]], names=long_names)
+    )
+    assert long.figure_.get_figwidth() > short.figure_.get_figwidth()
+
+
+def test_ax_is_honoured(pyplot):
+    fig, (left, right) = pyplot.subplots(1, 2)
+    disp = _explanation([[1.0, -3.0, 2.0]]).plot(ax=right)
+    assert disp.ax_ is right
+    assert disp.figure_ is fig
+    assert len(right.patches) == 3 and len(left.patches) == 0
+
+
+def test_heatmap_limits_are_symmetric(pyplot):
+    values = np.linspace(-1.0, 3.0, 16).reshape(1, 16)
+    disp = _explanation(values).plot(image_shape=(4, 4))
+    (image,) = disp.images_
+    vmin, vmax = image.get_clim()
+    assert vmin == -vmax == -3.0
+    assert image.get_array().shape == (4, 4)
+    np.testing.assert_array_equal(image.get_array().ravel(), values.ravel())
+    assert image.get_cmap().name == "RdBu_r"
+    assert disp.colorbar_ is not None
+
+
+def test_missing_or_wrong_image_shape_is_a_clear_error(pyplot):
+    e = _explanation(np.ones((2, 6)))
+    with pytest.raises(ValueError, match=r"needs image_shape=\(height, width\)"):
+        ExplanationDisplay.from_explanation(e, kind="image")
+    with pytest.raises(ValueError, match=r"needs image_shape"):
+        e.plot(kind="class_average")
+    with pytest.raises(ValueError, match=r"does not hold 6 features"):
+        e.plot(image_shape=(2, 2))
+    with pytest.raises(ValueError, match="kind must be one of"):
+        e.plot(kind="pie")
+
+
+def test_class_average_panels(pyplot):
+    values = np.array([[1.0, 1, 1, 1], [3, 3, 3, 3], [-2, 0, 0, 2], [9, 9, 9, 9]])
+    e = _explanation(values, target=[0, 0, 2, 2])
+    disp = e.plot(kind="class_average", image_shape=(2, 2))
+    assert len(disp.images_) == 2  # only the classes present
+    np.testing.assert_allclose(disp.images_[0].get_array().ravel(), [2, 2, 2, 2])
+    np.testing.assert_allclose(
+        disp.images_[1].get_array().ravel(), [3.5, 4.5, 4.5, 5.5]
+    )
+    # One colour scale for all panels, symmetric around zero.
+    for image in disp.images_:
+        assert image.get_clim() == (-5.5, 5.5)
+    titles = [a.get_title() for a in disp.axes_[:2]]
+    assert titles == ["class a (n=2)", "class c (n=2)"]
+
+
+def test_class_average_splits_a_single_ax(pyplot):
+    fig, ax = pyplot.subplots()
+    e = _explanation(np.arange(12.0).reshape(3, 4) - 5, target=[0, 1, 2])
+    disp = e.plot(kind="class_average", image_shape=(2, 2), ax=ax)
+    assert len(disp.images_) == 3
+    assert all(a.figure is fig for a in disp.axes_)
+    assert ax not in fig.axes  # replaced by the panels
+
+
+def test_from_explainer_draws_the_requested_row(pyplot):
+    X, y = load_iris(return_X_y=True)
+    model = LogisticRegression(max_iter=1000).fit(X, y)
+    explainer = OpenAPIExplainer(model, random_state=0).fit(X)
+    disp = ExplanationDisplay.from_explainer(explainer, X, row=100, top_k=2)
+    expected = explainer.explain(X[[100]]).values[0]
+    top = np.argsort(-np.abs(expected))[:2]
+    assert [t.get_text() for t in disp.ax_.get_yticklabels()] == [f"x{j}" for j in top]
+    np.testing.assert_allclose(
+        [b.get_width() for b in sorted(disp.bars_, key=lambda b: -b.get_y())],
+        expected[top],
+    )
+    assert "row 100" in disp.ax_.get_title()
+
+
+def test_missing_matplotlib_gives_install_hint(monkeypatch):
+    monkeypatch.setitem(sys.modules, "matplotlib.pyplot", None)
+    with pytest.raises(ImportError, match=r"sklearn-plm-explain\[plot\]"):
+        _explanation([[1.0, 2.0]]).plot()
