@@ -1,0 +1,189 @@
+"""Tests of the ``plm-explain`` command line on a saved model and CSV file."""
+
+import csv
+import json
+import shutil
+import subprocess
+import sys
+
+import joblib
+import numpy as np
+import pytest
+from sklearn.datasets import load_iris
+from sklearn.linear_model import LinearRegression
+from sklearn.neural_network import MLPClassifier
+
+from sklearn_plm_explain import Explanation
+from sklearn_plm_explain._cli import main
+
+HEADER = ["sepal_length", "sepal_width", "petal_length", "petal_width"]
+N_ROWS = 12
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory):
+    """A saved iris MLP, a saved regressor and a CSV of 12 rows."""
+    root = tmp_path_factory.mktemp("cli")
+    X, y = load_iris(return_X_y=True)
+    model = MLPClassifier((8,), max_iter=2000, random_state=0).fit(X, y)
+    joblib.dump(model, root / "mlp.joblib")
+    joblib.dump(LinearRegression().fit(X, y), root / "regressor.joblib")
+    rows = X[:: len(X) // N_ROWS][:N_ROWS]
+    with open(root / "rows.csv", "w", newline="") as fh:
+        writer = csv.writer(fh)
+        writer.writerow(HEADER)
+        writer.writerows(rows.tolist())
+    with open(root / "three_columns.csv", "w", newline="") as fh:
+        writer = csv.writer(fh)
+        writer.writerow(HEADER[:3])
+        writer.writerows(rows[:, :3].tolist())
+    (root / "ragged.csv").write_text("a,b,c,d\n1,2,3,4\n1,2,3\n")
+    (root / "words.csv").write_text("a,b,c,d\n1,2,3,4\n1,2,three,4\n")
+    return root
+
+
+def _console_script():
+    exe = shutil.which("plm-explain")
+    if exe is None:
+        pytest.skip("the plm-explain console script is not installed")
+    return [exe]
+
+
+def _run(cmd, *args):
+    return subprocess.run(
+        [*cmd, *map(str, args)], capture_output=True, text=True, timeout=120
+    )
+
+
+def _read_rows(path):
+    with open(path, newline="") as fh:
+        return list(csv.DictReader(fh))
+
+
+def test_openapi_to_csv_with_the_console_script(files, tmp_path):
+    out = tmp_path / "out.csv"
+    proc = _run(
+        _console_script(),
+        "explain", "--model", files / "mlp.joblib", "--data", files / "rows.csv",
+        "--method", "openapi", "--out", out, "--chunk-size", 5,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    rows = _read_rows(out)
+    assert len(rows) == N_ROWS
+    assert list(rows[0])[:4] == HEADER
+    assert {"status", "converged", "target_label", "n_queries"} <= set(rows[0])
+    assert {r["status"] for r in rows} == {"exact"}
+    values = np.array([[float(r[h]) for h in HEADER] for r in rows])
+    assert np.isfinite(values).all() and np.abs(values).sum() > 0
+    # Progress on stderr, one line per chunk of 5 rows.
+    progress = [ln for ln in proc.stderr.splitlines() if ln.startswith("explained")]
+    assert progress == ["explained 5/12 rows", "explained 10/12 rows", "explained 12/12 rows"]  # fmt: skip
+    assert proc.stdout == ""
+
+
+def test_slime_to_json_with_a_target(files, tmp_path):
+    out = tmp_path / "out.json"
+    proc = _run(
+        [sys.executable, "-m", "sklearn_plm_explain._cli"],
+        "explain", "--model", files / "mlp.joblib", "--data", files / "rows.csv",
+        "--method", "slime", "--num-samples", 100, "--n-max", 400,
+        "--num-features", 2, "--target", 2, "--out", out,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    e = Explanation.from_dict(json.loads(out.read_text()))
+    assert e.method == "stable_lime"
+    assert e.values.shape == (N_ROWS, 4)
+    assert np.isfinite(e.values).all()
+    assert list(e.feature_names) == HEADER
+    assert set(e.target_label.tolist()) == {2}
+    assert set(e.status) <= {"converged", "n_max_reached"}
+    assert (e.n_samples >= 100).all() and (e.n_samples <= 400).all()
+    # Two features per explanation: the others are exactly zero.
+    assert ((e.values != 0).sum(axis=1) <= 2).all()
+
+
+def test_lime_to_stdout(files, capsys):
+    code = main(
+        ["explain", "--model", str(files / "mlp.joblib"),
+         "--data", str(files / "rows.csv"), "--method", "lime",
+         "--num-samples", "200", "--target", "0"]
+    )  # fmt: skip
+    assert code == 0
+    captured = capsys.readouterr()
+    rows = list(csv.DictReader(captured.out.splitlines()))
+    assert len(rows) == N_ROWS
+    assert {r["target_label"] for r in rows} == {"0"}
+    assert {r["n_samples"] for r in rows} == {"200"}
+    assert all(np.isfinite(float(r[h])) for r in rows for h in HEADER)
+    assert "explained 12/12 rows" in captured.err
+
+
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        ({"--model": "missing.joblib"}, "model file not found"),
+        ({"--data": "missing.csv"}, "data file not found"),
+        ({"--model": "rows.csv"}, "cannot load a model"),
+        ({"--model": "regressor.joblib"}, "has no predict_proba"),
+        ({"--data": "three_columns.csv"}, "3 columns but the model expects 4"),
+        ({"--data": "ragged.csv"}, "data row 2 has 3 fields"),
+        ({"--data": "words.csv"}, "not a number"),
+        ({"--target": "7"}, "unknown target '7'"),
+        ({"--out": "out.txt"}, "must end in .csv or .json"),
+    ],
+)
+def test_bad_input_is_one_line(files, capsys, change, message):
+    opts = {"--model": "mlp.joblib", "--data": "rows.csv", **change}
+    argv = ["explain"]
+    for key, value in opts.items():
+        argv += [key, value if key == "--target" else str(files / value)]
+    code = main(argv)
+    err = capsys.readouterr().err
+    assert code != 0
+    assert err.count("\n") == 1 and err.startswith("plm-explain: error:")
+    assert message in err
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--method", "shap"], "invalid choice: 'shap'"),
+        (["--model", "missing.joblib"], "model file not found"),
+    ],
+)
+def test_bad_input_in_a_subprocess_has_no_traceback(files, args, message):
+    base = {"--model": "mlp.joblib", "--data": "rows.csv"}
+    for key, value in zip(args[::2], args[1::2]):
+        base[key] = value
+    argv = ["explain"]
+    for key, value in base.items():
+        argv += [key, str(files / value) if key in ("--model", "--data") else value]
+    proc = _run(_console_script(), *argv)
+    assert proc.returncode != 0
+    assert "Traceback" not in proc.stderr
+    assert proc.stderr.count("\n") == 1
+    assert message in proc.stderr
+
+
+def test_model_help_warns_about_untrusted_files(capsys):
+    with pytest.raises(SystemExit):
+        main(["explain", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "runs code stored in the file: only use files you trust" in text
+
+
+def test_demo_writes_class_average_heatmaps(tmp_path):
+    pytest.importorskip("matplotlib")
+    png = tmp_path / "digits.png"
+    proc = _run(
+        [sys.executable, "-m", "sklearn_plm_explain._cli"], "demo", "--plot", png
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "certified exact" in proc.stdout
+    import matplotlib.image
+
+    image = matplotlib.image.imread(png)
+    # Ten class panels of a diverging map: both reds and blues are present.
+    red = (image[..., 0] > 0.6) & (image[..., 2] < 0.4)
+    blue = (image[..., 2] > 0.6) & (image[..., 0] < 0.4)
+    assert red.sum() > 100 and blue.sum() > 100
