@@ -289,11 +289,11 @@ def test_categorical_strings_dataframe_and_unseen_value():
     assert np.isfinite(e.values).all()
 
 
-def test_integer_coded_categorical(cancer):
-    Xtr, Xte, ytr, _ = cancer
-    X = Xtr.copy()
+def test_integer_coded_categorical(iris):
+    X, y, _ = iris
+    X = X.copy()
     X[:, 0] = (X[:, 0] > np.median(X[:, 0])).astype(float) * 2 + 1  # codes {1, 3}
-    model = LogisticRegression(max_iter=5000).fit(X, ytr)
+    model = LogisticRegression(max_iter=1000).fit(X, y)
     lime = LimeTabularExplainer(
         model,
         categorical_features=[0],

@@ -303,3 +303,59 @@ def test_mars_slime_more_stable_than_lime():
         assert jaccard_stability(sel_s, k) >= jaccard_stability(sel_l, k)
     top3 = Counter(frozenset(row[:3]) for row in sel_s)
     assert top3.most_common(1)[0][1] >= 19
+
+
+def test_bad_input_rejected_before_any_call():
+    X = _train(3)
+    model = Counting(lambda A: A @ [1.0, 2.0, 3.0])
+    s = StableLIMEExplainer(model, num_samples=100, random_state=0, **CONT).fit(X)
+    bad = X[:2].copy()
+    bad[1, 2] = np.nan
+    with pytest.raises(ValueError, match="NaN"):
+        s.explain(bad)
+    with pytest.raises(ValueError, match="features"):
+        s.explain(X[:2, :2])
+    assert model.calls == 0
+
+
+def test_bad_response_in_a_later_round_names_the_growing_rows():
+    """Rows 1 and 3 sit where two features tie and must grow; rows 0 and 2 do
+    not. A model failing on the second call names exactly rows 1 and 3."""
+    from sklearn_plm_explain import ModelResponseError
+
+    calls = {"n": 0}
+
+    def model(A):
+        calls["n"] += 1
+        y = np.where(A[:, 2] > 0, A[:, 0] + A[:, 1], 3 * A[:, 0] + A[:, 1])
+        return y if calls["n"] < 2 else np.full(len(A), np.nan)
+
+    X = _train(3)
+    rows = np.array(
+        [[0.0, 0.0, -8.0], [0.0, 0.0, 8.0], [1.0, 0.0, -8.0], [1.0, 0.0, 8.0]]
+    )
+    s = StableLIMEExplainer(
+        model, num_features=1, num_samples=400, n_max=2000, random_state=0, **CONT
+    ).fit(X)
+    with pytest.raises(ModelResponseError, match="non-finite") as info:
+        s.explain(rows)
+    assert_array_equal(info.value.rows, [1, 3])
+
+
+def test_explanation_round_trips_through_json():
+    import json
+
+    from sklearn_plm_explain import Explanation
+
+    X = _train(3)
+    s = StableLIMEExplainer(
+        lambda A: A @ [3.0, 1.0, 0.5],
+        num_features=2,
+        num_samples=200,
+        random_state=0,
+        **CONT,
+    ).fit(X)
+    e = s.explain(X[:3])
+    back = Explanation.from_dict(json.loads(json.dumps(e.to_dict())))
+    for field in e.fields:
+        assert_array_equal(getattr(back, field), getattr(e, field))
