@@ -130,10 +130,20 @@ class BlackBox:
         DataFrame with these columns.
     batch_size : int or None
         Largest number of points sent in one call; ``None`` means no limit.
+    template : tuple (DataFrame, list of str) or None
+        For data with non-numeric columns: the explained rows and the names of
+        the numeric columns that query points fill in.
     """
 
     def __init__(
-        self, estimator, method, kind, n_outputs, feature_names=None, batch_size=None
+        self,
+        estimator,
+        method,
+        kind,
+        n_outputs,
+        feature_names=None,
+        batch_size=None,
+        template=None,
     ):
         self.estimator = estimator
         self.method = method
@@ -141,10 +151,18 @@ class BlackBox:
         self.n_outputs = n_outputs
         self.feature_names = feature_names
         self.batch_size = batch_size
+        self.template = template
         self.n_calls = 0
 
-    def _call(self, X):
-        if self.feature_names is not None:
+    def _call(self, X, owners):
+        if self.template is not None:
+            # Mixed columns: the query points replace the numeric columns of
+            # their rows; every other column keeps the row's own value.
+            frame, numeric = self.template
+            X_full = frame.iloc[owners].reset_index(drop=True)
+            X_full[list(numeric)] = X
+            X = X_full
+        elif self.feature_names is not None:
             import pandas as pd
 
             X = pd.DataFrame(X, columns=list(self.feature_names))
@@ -162,7 +180,9 @@ class BlackBox:
         """
         m = X.shape[0]
         step = m if not self.batch_size else int(self.batch_size)
-        parts = [self._call(X[i : i + step]) for i in range(0, m, step)]
+        parts = [
+            self._call(X[i : i + step], owners[i : i + step]) for i in range(0, m, step)
+        ]
         parts = [np.asarray(p) for p in parts]
         try:
             out = np.concatenate(

@@ -28,7 +28,13 @@ def local_linear_model(estimator, X):
         of affine steps (``StandardScaler``, ``MinMaxScaler``, ``MaxAbsScaler``,
         ``PCA``) ending in one of those, or any estimator that offers a
         ``local_linear_model(X)`` method (such as
-        :class:`LogisticModelTreeClassifier`).
+        :class:`LogisticModelTreeClassifier`). A pipeline may start with a
+        ``ColumnTransformer`` that scales numeric columns (with the affine
+        steps above or ``"passthrough"``) and encodes the others (e.g.
+        ``OneHotEncoder`` on strings); ``X`` is then a DataFrame, the slopes
+        are with respect to its numeric columns in their order in ``X``, and
+        every other column is held at the row's own value (as
+        :class:`OpenAPIExplainer` does).
     X : array-like of shape (n_samples, n_features)
         Rows at which to read the local model.
 
@@ -58,6 +64,8 @@ def local_linear_model(estimator, X):
     ((2, 4, 3), (2, 3))
     """
     check_is_fitted(estimator)
+    if _column_transformer_first(estimator):
+        return _column_pipeline(estimator, X)
     X = check_array(X, dtype=np.float64)
     return _dispatch(estimator, X)
 
@@ -107,6 +115,73 @@ def _dispatch(estimator, X):
         "affine steps into those, and estimators with a local_linear_model "
         "method."
     )
+
+
+def _column_transformer_first(est):
+    from sklearn.compose import ColumnTransformer
+
+    return isinstance(est, Pipeline) and isinstance(est.steps[0][1], ColumnTransformer)
+
+
+def _column_pipeline(pipe, X):
+    """Local model of a pipeline that starts with a ColumnTransformer.
+
+    On each row the transformer is affine in the numeric columns, ``z = x A +
+    c_i``, where the offset ``c_i`` carries the encoded values of the other
+    columns of that row.
+    """
+    ct = pipe.steps[0][1]
+    numeric = [c for c in X.columns if X[c].dtype.kind in "biuf"]
+    X_num = check_array(X[numeric].to_numpy(), dtype=np.float64)
+    Z = ct.transform(X)
+    Z = np.asarray(Z.toarray() if hasattr(Z, "toarray") else Z, dtype=np.float64)
+    A = np.zeros((len(numeric), Z.shape[1]))
+    for name, trans, cols in ct.transformers_:
+        out = ct.output_indices_.get(name, slice(0, 0))
+        if trans == "drop" or out.stop == out.start:
+            continue
+        labels = _column_labels(X, cols)
+        if not any(c in numeric for c in labels):
+            continue  # encodes non-numeric columns: constant on each row
+        if not all(c in numeric for c in labels):
+            raise TypeError(
+                f"ColumnTransformer part {name!r} mixes numeric and non-numeric "
+                "columns; its output is not affine in the numeric ones."
+            )
+        A_t = _affine_chain(trans, len(labels))
+        A[[numeric.index(c) for c in labels], out] = A_t
+    offsets = Z - X_num @ A
+    rest = pipe.steps[1:]
+    Wz, bz = _dispatch(rest[0][1] if len(rest) == 1 else Pipeline(rest), Z)
+    W = np.einsum("ij,njk->nik", A, Wz)
+    b = np.einsum("nj,njk->nk", offsets, Wz) + bz
+    return W, b
+
+
+def _column_labels(X, cols):
+    if callable(cols):
+        cols = cols(X)
+    if isinstance(cols, (str, int, np.integer)):
+        cols = [cols]
+    if isinstance(cols, slice) or (
+        len(cols) and isinstance(cols[0], (int, np.integer, bool, np.bool_))
+    ):
+        return list(X.columns[cols])
+    return list(cols)
+
+
+def _affine_chain(trans, d):
+    """The linear part of a numeric column transformer: passthrough, an
+    affine step, or a pipeline of them."""
+    if trans == "passthrough":
+        return np.eye(d)
+    steps = [s for _, s in trans.steps] if isinstance(trans, Pipeline) else [trans]
+    A = np.eye(d)
+    for step in steps:
+        if step is None or step == "passthrough":
+            continue
+        A = A @ _affine_step(step)[0]
+    return A
 
 
 def _affine_step(step):

@@ -14,7 +14,7 @@ from sklearn.base import (
 )
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils._param_validation import HasMethods, Interval, StrOptions
-from sklearn.utils.validation import check_is_fitted, validate_data
+from sklearn.utils.validation import check_array, check_is_fitted, validate_data
 
 from sklearn_plm_explain._blackbox import (
     BlackBox,
@@ -251,7 +251,7 @@ class OpenAPIExplainer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
             Fitted explainer.
         """
         X_raw = X
-        X = validate_data(self, X, dtype=np.float64, ensure_min_samples=1)
+        X, frame = self._numeric_part(X, reset=True)
         if self.min_radius > self.init_radius or self.init_radius > self.max_radius:
             raise ValueError(
                 "Radii must satisfy min_radius <= init_radius <= max_radius; got "
@@ -263,19 +263,51 @@ class OpenAPIExplainer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         self.response_method_, self._kind = resolve_response_method(
             self.estimator_, self.response_method
         )
-        self.classes_ = self._resolve_classes(X)
+        self.classes_ = self._resolve_classes(X, frame)
         self.scale_ = self._resolve_scale(X)
         return self
 
-    def _resolve_classes(self, X):
+    def _numeric_part(self, X, reset):
+        """The numeric columns of ``X`` as floats, and the frame if it is mixed.
+
+        Data with non-numeric (string, categorical) columns must come as a
+        DataFrame; only its numeric columns are perturbed and explained, the
+        others are held at each row's own values.
+        """
+        if not _has_text_columns(X):
+            if not reset and getattr(self, "numeric_features_", None) is not None:
+                raise ValueError(
+                    "This explainer was fitted on a DataFrame with non-numeric "
+                    "columns; pass rows as a DataFrame with the same columns."
+                )
+            if reset:
+                self.numeric_features_ = None
+            X = validate_data(
+                self, X, dtype=np.float64, reset=reset, ensure_min_samples=1
+            )
+            return X, None
+        validate_data(self, X, skip_check_array=True, reset=reset)
+        if reset:
+            self.numeric_features_ = np.array(
+                [c for c in X.columns if _is_numeric(X[c])], dtype=object
+            )
+        numeric = list(self.numeric_features_)
+        others = [c for c in X.columns if c not in numeric]
+        missing = [c for c in others if X[c].isna().any()]
+        if missing:
+            raise ValueError(f"Input X has missing values in column(s) {missing}.")
+        values = check_array(X[numeric].to_numpy(), dtype=np.float64)
+        return values, X.reset_index(drop=True)
+
+    def _resolve_classes(self, X, frame):
         if self._kind == "regression":
             self._n_outputs = 1
             return None
         classes = getattr(self.estimator_, "classes_", None)
         if classes is None:
             # A bare callable: one query tells how many classes it returns.
-            probe = BlackBox(self.estimator_, self.response_method_, self._kind, None)
-            out = probe.query(X[:1], np.zeros(1, dtype=np.intp))
+            self._n_outputs = None
+            out = self._black_box(frame).query(X[:1], np.zeros(1, dtype=np.intp))
             classes = np.arange(out.shape[1])
         self._n_outputs = max(len(classes), 2)
         return np.asarray(classes)
@@ -325,12 +357,12 @@ class OpenAPIExplainer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
             the finished rows in its ``partial`` attribute.
         """
         check_is_fitted(self)
-        X = validate_data(self, X, dtype=np.float64, reset=False)
+        X, frame = self._numeric_part(X, reset=False)
         target_idx = self._target_indices(target, X.shape[0])
         seed = base_seed(self.random_state)
         try:
             parts = map_row_chunks(
-                self._explain_rows, X.shape[0], self.n_jobs, X, target_idx, seed
+                self._explain_rows, X.shape[0], self.n_jobs, X, target_idx, seed, frame
             )
         except ModelResponseError as err:
             if err.partial is not None and not isinstance(err.partial, Explanation):
@@ -373,8 +405,28 @@ class OpenAPIExplainer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         score : float
         """
         e = self.explain(X)
-        per_row = e.n_queries.mean() / (self.n_features_in_ + 2)
+        per_row = e.n_queries.mean() / (self.scale_.size + 2)
         return float(e.converged.mean() - 1e-6 * per_row)
+
+    def get_feature_names_out(self, input_features=None):
+        """Names of the explained features: the input features, or only the
+        numeric ones for data with non-numeric columns.
+
+        Parameters
+        ----------
+        input_features : array-like of str or None, default=None
+            Input feature names, checked against those seen in :meth:`fit`.
+
+        Returns
+        -------
+        feature_names_out : ndarray of str objects
+        """
+        check_is_fitted(self)
+        if self.numeric_features_ is not None:
+            return self.numeric_features_.astype(str).astype(object)
+        if input_features is None and not hasattr(self, "feature_names_in_"):
+            return np.array([f"x{j}" for j in range(self.n_features_in_)], dtype=object)
+        return super().get_feature_names_out(input_features)
 
     def _target_indices(self, target, n):
         if self.classes_ is None or target is None:
@@ -396,8 +448,9 @@ class OpenAPIExplainer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
             )
         return idx.astype(np.intp)
 
-    def _black_box(self):
+    def _black_box(self, frame=None):
         names = getattr(self.estimator_, "feature_names_in_", None)
+        template = None if frame is None else (frame, self.numeric_features_)
         return BlackBox(
             self.estimator_,
             self.response_method_,
@@ -405,13 +458,14 @@ class OpenAPIExplainer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
             self._n_outputs,
             feature_names=names,
             batch_size=self.batch_size,
+            template=template,
         )
 
     # -- the per-chunk algorithm --------------------------------------------------
-    def _explain_rows(self, rows, X, target, seed):
+    def _explain_rows(self, rows, X, target, seed, frame):
         X, target = X[rows], target[rows]
         state = _ChunkState(X, rows.start, self._n_outputs, self.init_radius)
-        bb = self._black_box()
+        bb = self._black_box(frame)
         try:
             self._query_origins(bb, state, target)
             rngs = row_generators(X, seed)
@@ -646,7 +700,7 @@ class OpenAPIExplainer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
     def _assemble(self, parts, n):
         if "offset" in parts[0]:
             # A partial result from a failing chunk: the other rows never ran.
-            merged = _pad_partial(parts[0], n, self._n_outputs, self.n_features_in_)
+            merged = _pad_partial(parts[0], n, self._n_outputs, self.scale_.size)
         else:
             keys = parts[0].keys()
             merged = {key: np.concatenate([p[key] for p in parts]) for key in keys}
@@ -657,9 +711,7 @@ class OpenAPIExplainer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         else:
             C = coef.shape[2]
             values = C / (C - 1) * coef[np.arange(n), :, np.maximum(target, 0)]
-        names = getattr(self, "feature_names_in_", None)
-        if names is None:
-            names = np.array([f"x{j}" for j in range(self.n_features_in_)])
+        names = self.get_feature_names_out()
         status = merged["status"].astype(object)
         merged.pop("status")
         return Explanation(
@@ -751,6 +803,18 @@ def _design(rng, n, d, fresh):
     # Fix the signs so the first column is +1/sqrt(n), as QR leaves them free.
     Q *= np.sign(np.diag(R))
     return np.sqrt(n) * Q[:, 1:]
+
+
+def _has_text_columns(X):
+    """A DataFrame with at least one column that is not numeric."""
+    dtypes = getattr(X, "dtypes", None)
+    if dtypes is None or not hasattr(X, "columns"):
+        return False
+    return not all(_is_numeric(X[c]) for c in X.columns)
+
+
+def _is_numeric(column):
+    return column.dtype.kind in "biuf"
 
 
 def _or_zero(level):

@@ -1,0 +1,107 @@
+"""Parallel explanation: joblib backends and dask give the sequential results."""
+
+import warnings
+
+import numpy as np
+import pytest
+from joblib import parallel_config
+from sklearn.datasets import load_breast_cancer
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.neural_network import MLPClassifier
+from sklearn.preprocessing import StandardScaler
+
+from sklearn_plm_explain import OpenAPIExplainer
+
+
+@pytest.fixture(scope="module")
+def bc():
+    X, y = load_breast_cancer(return_X_y=True)
+    X = StandardScaler().fit_transform(X)
+    return MLPClassifier((16,), max_iter=500, random_state=0).fit(X, y), X
+
+
+_RNG = np.random.default_rng(0)
+_W1, _W2 = _RNG.normal(size=(30, 12)), _RNG.normal(size=(12, 3))
+
+
+def relu_net(Z):
+    """A small ReLU network evaluated row by row (no BLAS): a point's response
+    does not depend on the batch it is sent in, as BLAS results may."""
+    h = np.maximum(np.einsum("nd,dh->nh", Z, _W1), 0.0)
+    logits = np.einsum("nh,hk->nk", h, _W2)
+    P = np.exp(logits - logits.max(axis=1, keepdims=True))
+    return P / P.sum(axis=1, keepdims=True)
+
+
+def _explain(model, X, rows, **kw):
+    explainer = OpenAPIExplainer(model, random_state=0, **kw).fit(X)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        return explainer.explain(rows)
+
+
+def _assert_same(a, b):
+    np.testing.assert_array_equal(a.coef, b.coef)
+    np.testing.assert_array_equal(a.intercept, b.intercept)
+    np.testing.assert_array_equal(a.status, b.status)
+    np.testing.assert_array_equal(a.n_queries, b.n_queries)
+
+
+def _assert_close(a, b):
+    # For BLAS-backed models: same statuses, values within the certificate.
+    np.testing.assert_array_equal(a.status, b.status)
+    ok = a.converged
+    diff = np.abs(a.values - b.values).sum(1)[ok]
+    assert np.all(diff <= 2e-8 * np.abs(a.values).sum(1)[ok])
+
+
+@pytest.mark.parametrize("n_jobs", [2, -1])
+def test_process_workers_give_identical_results(bc, n_jobs):
+    _, X = bc
+    ref = _explain(relu_net, X, X[:40])
+    assert ref.converged.mean() > 0.8
+    _assert_same(ref, _explain(relu_net, X, X[:40], n_jobs=n_jobs))
+    model, _ = bc
+    _assert_close(_explain(model, X, X[:40]), _explain(model, X, X[:40], n_jobs=n_jobs))
+
+
+def test_threading_backend_gives_identical_results(bc):
+    _, X = bc
+    ref = _explain(relu_net, X, X[:40])
+    with parallel_config(backend="threading"):
+        _assert_same(ref, _explain(relu_net, X, X[:40], n_jobs=2))
+
+
+def test_blas_is_limited_inside_workers():
+    from threadpoolctl import threadpool_info
+
+    from sklearn_plm_explain._blackbox import map_row_chunks
+
+    def probe(rows):
+        blas = [p["num_threads"] for p in threadpool_info() if p["user_api"] == "blas"]
+        return [max(blas, default=1)]
+
+    with parallel_config(backend="threading"):
+        counts = map_row_chunks(probe, 10, 2)
+    assert all(c == [1] for c in counts)
+
+
+@pytest.mark.dask
+def test_dask_cluster_gives_identical_results(bc):
+    distributed = pytest.importorskip("distributed")
+    model, X = bc
+    rows = X[:30]
+    ref = _explain(relu_net, X, rows)
+    local_mlp = _explain(model, X, rows, n_jobs=2)
+    with (
+        distributed.LocalCluster(
+            n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None
+        ) as cluster,
+        distributed.Client(cluster),
+    ):
+        with parallel_config(backend="dask"):
+            out = _explain(relu_net, X, rows, n_jobs=2)
+            out_mlp = _explain(model, X, rows, n_jobs=2)
+    _assert_same(ref, out)
+    # The same chunks with single-threaded BLAS on both sides: identical too.
+    _assert_same(local_mlp, out_mlp)

@@ -1,0 +1,79 @@
+"""Estimators and explanations survive pickle, joblib and clone."""
+
+import io
+import pickle
+import warnings
+
+import joblib
+import numpy as np
+import pytest
+from sklearn.base import clone
+from sklearn.datasets import load_iris
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.linear_model import LogisticRegression
+
+from sklearn_plm_explain import LogisticModelTreeClassifier, OpenAPIExplainer
+
+
+def _joblib_round_trip(obj):
+    buffer = io.BytesIO()
+    joblib.dump(obj, buffer)
+    buffer.seek(0)
+    return joblib.load(buffer)
+
+
+def _pickle_round_trip(obj):
+    return pickle.loads(pickle.dumps(obj))
+
+
+@pytest.fixture(scope="module")
+def iris():
+    return load_iris(return_X_y=True)
+
+
+def _fitted(kind, X, y):
+    if kind == "openapi":
+        model = LogisticRegression(max_iter=1000).fit(X, y)
+        return OpenAPIExplainer(model, random_state=0).fit(X)
+    return LogisticModelTreeClassifier(random_state=0).fit(X, y)
+
+
+def _output(est, X):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        if hasattr(est, "transform"):
+            return est.transform(X)
+        return est.predict_proba(X)
+
+
+@pytest.mark.parametrize("kind", ["openapi", "lmt"])
+@pytest.mark.parametrize("trip", [_pickle_round_trip, _joblib_round_trip])
+def test_fitted_estimators_round_trip(iris, kind, trip):
+    X, y = iris
+    est = _fitted(kind, X, y)
+    back = trip(est)
+    np.testing.assert_array_equal(_output(back, X[:5]), _output(est, X[:5]))
+    assert back.get_params().keys() == est.get_params().keys()
+
+
+@pytest.mark.parametrize("kind", ["openapi", "lmt"])
+def test_clone_keeps_parameters(iris, kind):
+    X, y = iris
+    est = _fitted(kind, X, y)
+    twin = clone(est)
+    for key, value in est.get_params(deep=False).items():
+        if key != "estimator":
+            assert twin.get_params(deep=False)[key] == value
+    assert not hasattr(twin, "n_features_in_")
+
+
+@pytest.mark.parametrize("trip", [_pickle_round_trip, _joblib_round_trip])
+def test_explanations_round_trip(iris, trip):
+    X, y = iris
+    e = _fitted("openapi", X, y).explain(X[:6])
+    back = trip(e)
+    assert back.fields == e.fields
+    for name in e.fields:
+        np.testing.assert_array_equal(getattr(back, name), getattr(e, name))
+    np.testing.assert_array_equal(back.classes, e.classes)
+    assert len(back[1:3]) == 2
