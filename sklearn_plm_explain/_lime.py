@@ -554,7 +554,9 @@ class _BaseLime(TransformerMixin, BaseEstimator):
         cat_cols = self._categorical_columns(X)
         Xv, X_num, X_cat = self._validate_X(X, cat_cols, reset=True)
         if X_num.shape[0] < 2:
-            raise ValueError("fit needs at least 2 training rows.")
+            raise ValueError(
+                f"fit needs at least 2 training rows; got n_samples = {X_num.shape[0]}."
+            )
         if y is not None:
             y = np.asarray(y)
             if y.shape[0] != Xv.shape[0]:
@@ -584,7 +586,8 @@ class _BaseLime(TransformerMixin, BaseEstimator):
         """Column indices treated as categorical (explicit or detected)."""
         cf = self.categorical_features
         columns = getattr(X, "columns", None)
-        n_cols = np.shape(X)[1] if np.ndim(X) == 2 else None
+        shape = X.shape if columns is not None else np.shape(np.asarray(X))
+        n_cols = shape[1] if len(shape) == 2 else None
         if cf is None:
             return _detect_categorical(X)
         cf = np.asarray(cf)
@@ -1085,7 +1088,7 @@ def _detect_categorical(X):
             [j for j, dt in enumerate(dtypes) if not _is_numeric_dtype(dt)],
             dtype=np.intp,
         )
-    arr = np.asarray(X) if not hasattr(X, "__array__") else np.asarray(X)
+    arr = np.asarray(X)
     if arr.dtype != object or arr.ndim != 2:
         return np.empty(0, dtype=np.intp)
     return np.array(
