@@ -495,7 +495,8 @@ class OpenAPIExplainer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         Without region reuse every row starts its radius search at once. With
         it, rows are released for a search in growing waves; the others wait
         for a certified model their response agrees with, which a fresh
-        random neighbour then confirms (its query joins the round's call).
+        antithetic pair of neighbours then confirms (its queries join the
+        round's call).
         """
         waiting = np.flatnonzero(state.status == "")
         searches = {}
