@@ -1,0 +1,41 @@
+"""The documentation builds with warnings as errors, running every example."""
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+DOC = Path(__file__).resolve().parents[1] / "doc"
+
+
+@pytest.mark.slow
+def test_docs_build_with_the_gallery(tmp_path):
+    for module in ("sphinx", "numpydoc", "sphinx_gallery", "pydata_sphinx_theme"):
+        pytest.importorskip(module)
+    image = pytest.importorskip("matplotlib.image")
+    # Build from a copy: the gallery writes its output next to the sources.
+    src = tmp_path / "doc"
+    shutil.copytree(
+        DOC, src, ignore=shutil.ignore_patterns("_build", "auto_examples", "generated")
+    )
+    out = tmp_path / "html"
+    proc = subprocess.run(
+        [sys.executable, "-m", "sphinx", "-W", "-b", "html", str(src), str(out)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    examples = sorted(p.stem for p in (DOC / "examples").glob("plot_*.py"))
+    assert len(examples) >= 5
+    for name in examples:
+        assert (out / "auto_examples" / f"{name}.html").is_file()
+        pngs = sorted((src / "auto_examples" / "images").glob(f"sphx_glr_{name}_*.png"))
+        assert pngs, f"{name} drew no figure"
+        for png in pngs:
+            pixels = image.imread(png)
+            # A blank figure is one flat colour.
+            assert pixels[..., :3].std() > 0.05, f"{png.name} looks blank"
+    assert (out / "api.html").is_file() and (out / "user_guide.html").is_file()
