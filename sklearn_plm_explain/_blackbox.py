@@ -54,7 +54,7 @@ def resolve_estimator(estimator, X, y, owner):
             )
         from sklearn.linear_model import LinearRegression, LogisticRegression
 
-        kind = type_of_target(y)
+        kind = type_of_target(y, raise_unknown=True)
         estimator = (
             LogisticRegression(max_iter=1000)
             if kind in ("binary", "multiclass")
@@ -65,7 +65,7 @@ def resolve_estimator(estimator, X, y, owner):
     try:
         check_is_fitted(estimator)
         return estimator
-    except NotFittedError:
+    except NotFittedError:  # before AttributeError, of which it is a subclass
         if y is None:
             raise ValueError(
                 f"The estimator {type(estimator).__name__} is not fitted and no y "
@@ -73,7 +73,9 @@ def resolve_estimator(estimator, X, y, owner):
                 "sklearn.frozen.FrozenEstimator to survive clone) or call "
                 "fit(X, y)."
             ) from None
-        return clone(estimator).fit(X, y)
+    except (AttributeError, TypeError):
+        return estimator  # a duck-typed model outside scikit-learn, as given
+    return clone(estimator).fit(X, y)
 
 
 def resolve_response_method(estimator, response_method):

@@ -26,13 +26,18 @@ from sklearn.base import (
     _fit_context,
     clone,
 )
-from sklearn.exceptions import ConvergenceWarning, NotFittedError
+from sklearn.exceptions import ConvergenceWarning
 from sklearn.linear_model import lars_path_gram
 from sklearn.tree import DecisionTreeClassifier, DecisionTreeRegressor
 from sklearn.utils._param_validation import HasMethods, Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from sklearn_plm_explain._blackbox import BlackBox, base_seed, map_row_chunks
+from sklearn_plm_explain._blackbox import (
+    BlackBox,
+    base_seed,
+    map_row_chunks,
+    resolve_estimator,
+)
 from sklearn_plm_explain._explanation import Explanation
 
 __all__ = ["LimeTabularExplainer"]
@@ -546,10 +551,6 @@ class _BaseLime(TransformerMixin, BaseEstimator):
         self : object
             The fitted explainer.
         """
-        if self.estimator is None:
-            raise ValueError(
-                "estimator is required: pass a fitted model or a callable."
-            )
         self._check_params()
         cat_cols = self._categorical_columns(X)
         Xv, X_num, X_cat = self._validate_X(X, cat_cols, reset=True)
@@ -574,7 +575,7 @@ class _BaseLime(TransformerMixin, BaseEstimator):
         self.kernel_width_ = (
             0.75 * np.sqrt(d) if self.kernel_width is None else float(self.kernel_width)
         )
-        self.estimator_ = self._fitted_estimator(X, y)
+        self.estimator_ = resolve_estimator(self.estimator, X, y, type(self).__name__)
         self._setup_caller(X, cat_cols)
         self._setup_outputs(Xv)
         return self
@@ -655,24 +656,6 @@ class _BaseLime(TransformerMixin, BaseEstimator):
             if names is not None
             else [f"x{j}" for j in range(d)]
         )
-
-    def _fitted_estimator(self, X, y):
-        est = self.estimator
-        if not hasattr(est, "fit"):
-            return est
-        try:
-            check_is_fitted(est)
-            return est
-        except NotFittedError:
-            if y is None:
-                raise ValueError(
-                    f"{type(est).__name__} is not fitted and y was not given: pass "
-                    "a fitted model (wrap it in FrozenEstimator to survive "
-                    "cloning) or fit(X, y) to fit a clone."
-                ) from None
-        except (AttributeError, TypeError):
-            return est  # duck-typed model outside scikit-learn: used as given
-        return clone(est).fit(X, y)
 
     def _setup_caller(self, X, cat_cols):
         est = self.estimator_

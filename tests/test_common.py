@@ -2,13 +2,18 @@
 
 import warnings
 
-import pytest
+import numpy as np
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.linear_model import LogisticRegression
 from sklearn.neural_network import MLPClassifier
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
-from sklearn_plm_explain import LogisticModelTreeClassifier, OpenAPIExplainer
+from sklearn_plm_explain import (
+    LimeTabularExplainer,
+    LogisticModelTreeClassifier,
+    OpenAPIExplainer,
+    StableLIMEExplainer,
+)
 
 # Why a check cannot apply, per estimator class. Every entry says why.
 _EXPECTED_FAILURES = {
@@ -26,6 +31,13 @@ def expected_failed_checks(estimator):
     return _EXPECTED_FAILURES.get(type(estimator), {})
 
 
+def _logistic_proba(X):
+    """A width-agnostic probability model (a plain callable)."""
+    X = np.asarray(X, dtype=float)
+    p = 1 / (1 + np.exp(-X.sum(axis=1) / 10))
+    return np.column_stack([1 - p, p])
+
+
 ESTIMATORS = [
     OpenAPIExplainer(),
     OpenAPIExplainer(LogisticRegression(max_iter=1000), random_state=0),
@@ -35,9 +47,21 @@ ESTIMATORS = [
         response_method="predict_proba",
         random_state=0,
     ),
+    LimeTabularExplainer(),
+    LimeTabularExplainer(_logistic_proba, num_samples=50, random_state=0),
+    LimeTabularExplainer(
+        LogisticRegression(max_iter=1000),
+        discretize_continuous=False,
+        feature_selection="lasso_path",
+        num_features=2,
+        num_samples=200,
+        random_state=0,
+    ),
+    StableLIMEExplainer(),
+    StableLIMEExplainer(_logistic_proba, num_samples=50, n_max=200, random_state=0),
     LogisticModelTreeClassifier(),
-    LogisticModelTreeClassifier(prune=False, min_samples_split=5),
-    LogisticModelTreeClassifier(max_iter=3, split_point="midpoint"),
+    LogisticModelTreeClassifier(prune=False, min_samples_split=5, random_state=0),
+    LogisticModelTreeClassifier(max_iter=3, n_iter_no_change=2, split_point="midpoint"),
 ]
 
 
@@ -54,14 +78,15 @@ def test_every_public_estimator_is_checked():
     import sklearn_plm_explain as pkg
 
     public = {
-        getattr(pkg, name)
-        for name in pkg.__all__
-        if isinstance(getattr(pkg, name), type)
-        and hasattr(getattr(pkg, name), "get_params")
+        obj
+        for obj in (getattr(pkg, name) for name in pkg.__all__)
+        if isinstance(obj, type) and hasattr(obj, "get_params")
     }
-    checked = {type(e) for e in ESTIMATORS}
-    missing = public - checked
-    if missing:
-        pytest.xfail(
-            f"not yet in the common checks: {sorted(c.__name__ for c in missing)}"
-        )
+    assert public == {type(e) for e in ESTIMATORS}
+    # Every one also with its default parameters.
+    defaults = {
+        type(e)
+        for e in ESTIMATORS
+        if repr(e.get_params(deep=False)) == repr(type(e)().get_params(deep=False))
+    }
+    assert defaults == public

@@ -8,12 +8,10 @@ from sklearn.base import clone
 from sklearn.datasets import load_breast_cancer, load_iris
 from sklearn.linear_model import LinearRegression, LogisticRegression
 from sklearn.model_selection import train_test_split
-from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from sklearn_plm_explain import (
     LimeTabularExplainer,
     ModelResponseError,
-    StableLIMEExplainer,
 )
 from sklearn_plm_explain._lime import (
     _fit_surrogate,
@@ -54,16 +52,6 @@ def _logistic_proba(X):
     X = np.asarray(X, dtype=float)
     p = 1 / (1 + np.exp(-X.sum(axis=1) / 10))
     return np.column_stack([1 - p, p])
-
-
-@parametrize_with_checks(
-    [
-        LimeTabularExplainer(_logistic_proba, num_samples=50, random_state=0),
-        StableLIMEExplainer(_logistic_proba, num_samples=50, n_max=200, random_state=0),
-    ]
-)
-def test_sklearn_common_checks(estimator, check):
-    check(estimator)
 
 
 # -- result object -------------------------------------------------------------------

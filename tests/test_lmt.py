@@ -13,7 +13,6 @@ from scipy.special import log_softmax, softmax
 from sklearn.datasets import load_breast_cancer, load_iris, make_classification
 from sklearn.linear_model import LogisticRegression
 from sklearn.model_selection import train_test_split
-from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from sklearn_plm_explain import LogisticModelTreeClassifier
 from sklearn_plm_explain._lmt import _best_split, _logitboost
@@ -42,23 +41,6 @@ def _checkerboard(n, seed, n_classes, n_cells):
     rng.shuffle(cell_class)
     cell = np.floor(X[:, 0]).astype(int) * n_cells + np.floor(X[:, 1]).astype(int)
     return X, cell_class[cell]
-
-
-# --------------------------------------------------------------------------
-# scikit-learn's common checks, no expected failures.
-
-
-@parametrize_with_checks(
-    [
-        LogisticModelTreeClassifier(random_state=0),
-        LogisticModelTreeClassifier(prune=False, min_samples_split=5, random_state=0),
-        LogisticModelTreeClassifier(
-            max_iter=3, n_iter_no_change=2, split_point="midpoint"
-        ),
-    ]
-)
-def test_sklearn_compatible(estimator, check):
-    check(estimator)
 
 
 # --------------------------------------------------------------------------
