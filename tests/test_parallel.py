@@ -105,3 +105,26 @@ def test_dask_cluster_gives_identical_results(bc):
     _assert_same(ref, out)
     # The same chunks with single-threaded BLAS on both sides: identical too.
     _assert_same(local_mlp, out_mlp)
+
+
+@pytest.mark.parametrize("kind", ["lime", "slime"])
+def test_lime_explainers_identical_across_jobs_and_backends(bc, kind):
+    from sklearn_plm_explain import LimeTabularExplainer, StableLIMEExplainer
+
+    model, X = bc
+    cls = LimeTabularExplainer if kind == "lime" else StableLIMEExplainer
+
+    def run(**kw):
+        explainer = cls(
+            relu_net, num_features=4, num_samples=300, random_state=0, **kw
+        ).fit(X)
+        return explainer.explain(X[:12])
+
+    ref = run()
+    for other in (run(n_jobs=2), run(n_jobs=-1)):
+        for field in ref.fields:
+            np.testing.assert_array_equal(getattr(ref, field), getattr(other, field))
+    with parallel_config(backend="threading"):
+        other = run(n_jobs=2)
+    for field in ref.fields:
+        np.testing.assert_array_equal(getattr(ref, field), getattr(other, field))

@@ -12,7 +12,14 @@ from sklearn.datasets import load_iris
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.linear_model import LogisticRegression
 
-from sklearn_plm_explain import LogisticModelTreeClassifier, OpenAPIExplainer
+from sklearn_plm_explain import (
+    LimeTabularExplainer,
+    LogisticModelTreeClassifier,
+    OpenAPIExplainer,
+    StableLIMEExplainer,
+)
+
+KINDS = ["openapi", "lime", "slime", "lmt"]
 
 
 def _joblib_round_trip(obj):
@@ -32,9 +39,15 @@ def iris():
 
 
 def _fitted(kind, X, y):
+    model = LogisticRegression(max_iter=1000).fit(X, y)
     if kind == "openapi":
-        model = LogisticRegression(max_iter=1000).fit(X, y)
         return OpenAPIExplainer(model, random_state=0).fit(X)
+    if kind == "lime":
+        return LimeTabularExplainer(model, num_samples=200, random_state=0).fit(X)
+    if kind == "slime":
+        return StableLIMEExplainer(
+            model, num_features=2, num_samples=200, n_max=400, random_state=0
+        ).fit(X)
     return LogisticModelTreeClassifier(random_state=0).fit(X, y)
 
 
@@ -46,7 +59,7 @@ def _output(est, X):
         return est.predict_proba(X)
 
 
-@pytest.mark.parametrize("kind", ["openapi", "lmt"])
+@pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.parametrize("trip", [_pickle_round_trip, _joblib_round_trip])
 def test_fitted_estimators_round_trip(iris, kind, trip):
     X, y = iris
@@ -56,7 +69,7 @@ def test_fitted_estimators_round_trip(iris, kind, trip):
     assert back.get_params().keys() == est.get_params().keys()
 
 
-@pytest.mark.parametrize("kind", ["openapi", "lmt"])
+@pytest.mark.parametrize("kind", KINDS)
 def test_clone_keeps_parameters(iris, kind):
     X, y = iris
     est = _fitted(kind, X, y)
@@ -67,10 +80,11 @@ def test_clone_keeps_parameters(iris, kind):
     assert not hasattr(twin, "n_features_in_")
 
 
+@pytest.mark.parametrize("kind", ["openapi", "lime", "slime"])
 @pytest.mark.parametrize("trip", [_pickle_round_trip, _joblib_round_trip])
-def test_explanations_round_trip(iris, trip):
+def test_explanations_round_trip(iris, kind, trip):
     X, y = iris
-    e = _fitted("openapi", X, y).explain(X[:6])
+    e = _fitted(kind, X, y).explain(X[:6])
     back = trip(e)
     assert back.fields == e.fields
     for name in e.fields:

@@ -129,3 +129,31 @@ def test_mixed_frame_input_checks():
         explainer.explain(X[["age", "income", "score"]].to_numpy()[:3])
     e = explainer.explain(X.iloc[:5])
     assert e.converged.all()
+
+
+@pytest.mark.parametrize("kind", ["lime", "slime"])
+def test_lime_explainers_treat_string_columns_as_categorical(kind):
+    from sklearn_plm_explain import LimeTabularExplainer, StableLIMEExplainer
+
+    X, y = _mixed_frame(300)
+    model = Pipeline(
+        [
+            (
+                "columns",
+                ColumnTransformer(
+                    [
+                        ("num", StandardScaler(), ["age", "income", "score"]),
+                        ("cat", OneHotEncoder(), ["city", "plan"]),
+                    ]
+                ),
+            ),
+            ("clf", LogisticRegression(max_iter=1000)),
+        ]
+    ).fit(X, y)
+    cls = LimeTabularExplainer if kind == "lime" else StableLIMEExplainer
+    explainer = cls(model, num_features=3, num_samples=300, random_state=0).fit(X)
+    e = explainer.explain(X.iloc[:4])
+    np.testing.assert_array_equal(e.feature_names, X.columns)
+    # The string columns were found and sampled as categories.
+    np.testing.assert_array_equal(sorted(explainer.categorical_features_), [1, 3])
+    assert e.values.shape == (4, 5) and np.all(np.isfinite(e.values))

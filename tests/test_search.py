@@ -51,3 +51,27 @@ def test_score_is_share_of_exact_rows_less_a_query_charge():
         score = explainer.score(X[:30])
     charge = 1e-6 * e.n_queries.mean() / (X.shape[1] + 2)
     assert score == e.converged.mean() - charge
+
+
+def test_grid_search_over_slime_kernel_and_sample_size():
+    from sklearn_plm_explain import StableLIMEExplainer
+
+    mlp, X = _bc_mlp()
+    before = pickle.dumps(mlp)
+    search = GridSearchCV(
+        StableLIMEExplainer(
+            FrozenEstimator(mlp), num_features=5, n_max=2000, random_state=0
+        ),
+        {"kernel_width": [0.3, 3.0, 300.0], "num_samples": [200, 1000]},
+        cv=3,
+        error_score="raise",
+    ).fit(X[:60])
+    scores = search.cv_results_["mean_test_score"]
+    widths = np.array([p["kernel_width"] for p in search.cv_results_["params"]])
+    # A kernel far narrower than the neighbourhood leaves fresh perturbations
+    # almost weightless: the held-out fidelity collapses and the search
+    # rejects it.
+    assert search.best_params_["kernel_width"] != 0.3
+    assert scores[widths == 0.3].max() < scores[widths != 0.3].min()
+    assert pickle.dumps(mlp) == before
+    assert search.best_estimator_.estimator_.estimator is mlp
