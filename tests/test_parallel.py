@@ -91,7 +91,13 @@ def test_dask_cluster_gives_identical_results(bc):
     distributed = pytest.importorskip("distributed")
     model, X = bc
     rows = X[:30]
+    from sklearn_plm_explain import StableLIMEExplainer
+
+    slime = StableLIMEExplainer(
+        relu_net, num_features=4, num_samples=300, random_state=0
+    ).fit(X)
     ref = _explain(relu_net, X, rows)
+    ref_slime = slime.explain(rows[:8])
     local_mlp = _explain(model, X, rows, n_jobs=2)
     with (
         distributed.LocalCluster(
@@ -102,7 +108,12 @@ def test_dask_cluster_gives_identical_results(bc):
         with parallel_config(backend="dask"):
             out = _explain(relu_net, X, rows, n_jobs=2)
             out_mlp = _explain(model, X, rows, n_jobs=2)
+            out_slime = slime.set_params(n_jobs=2).explain(rows[:8])
     _assert_same(ref, out)
+    for field in ref_slime.fields:
+        np.testing.assert_array_equal(
+            getattr(ref_slime, field), getattr(out_slime, field)
+        )
     # The same chunks with single-threaded BLAS on both sides: identical too.
     _assert_same(local_mlp, out_mlp)
 
