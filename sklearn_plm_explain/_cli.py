@@ -386,6 +386,12 @@ def main(argv=None):
     args = parser.parse_args(argv)
     try:
         return args.func(args)
+    except BrokenPipeError:
+        # The reader of stdout went away (e.g. ``| head``): not an error of
+        # the input. Point stdout at devnull so the interpreter's final flush
+        # does not fail again.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
     except (_CLIError, ValueError, TypeError, OSError, ImportError) as exc:
         message = " ".join(str(exc).split())  # one line, whatever the source
         print(f"plm-explain: error: {message}", file=sys.stderr)
