@@ -280,6 +280,11 @@ def map_row_chunks(func, n_rows, n_jobs, *args):
     n_chunks = min(effective_n_jobs(n_jobs), max(n_rows, 1))
     if n_chunks <= 1:
         return [func(slice(0, n_rows), *args)]
-    return Parallel(n_jobs=n_jobs)(
-        delayed(_limited)(func, sl, *args) for sl in gen_even_slices(n_rows, n_chunks)
-    )
+    # The outer limit covers thread workers, which share this process's BLAS
+    # (their own limits would race to restore it); the inner one process
+    # workers.
+    with threadpool_limits(limits=1, user_api="blas"):
+        return Parallel(n_jobs=n_jobs)(
+            delayed(_limited)(func, sl, *args)
+            for sl in gen_even_slices(n_rows, n_chunks)
+        )
