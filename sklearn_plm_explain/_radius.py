@@ -176,19 +176,22 @@ class RadiusSearch:
         exc = [a for a in self.history if not a.bad and self._excess(a)]
         if not exc:
             return "saturated" if any(a.bad for a in self.history) else "imprecise"
-        if _curved(exc):
+        quiet = [a for a in self.history if not a.bad and not self._excess(a)]
+        if _curved(exc, quiet):
             return "not_piecewise_linear"
         return "boundary"
 
 
-def _curved(attempts):
+def _curved(attempts, quiet):
     """Residuals that scale like the radius squared over several radii.
 
     A smooth model's residuals follow its curvature, ``r**2``, consistently
     over decades of radius; a kink's residual depends on how much of the cube
     lies beyond the boundary and does not. Asks for at least three
     inconsistent cubes spanning a factor 30 whose log-residuals lie on a line
-    of slope about 2.
+    of slope about 2, and for the consistent (``quiet``) cubes to lie on that
+    line's continuation down to the noise, where a kink's residual drops
+    abruptly instead.
     """
     r = np.log([a.radius for a in attempts])
     rho = np.log([np.max(a.sigma_hat) for a in attempts])
@@ -196,7 +199,13 @@ def _curved(attempts):
         return False
     slope, icpt = np.polyfit(r, rho, 1)
     scatter = np.max(np.abs(rho - (slope * r + icpt)))
-    return 1.6 <= slope <= 2.4 and scatter <= np.log(5.0)
+    if not (1.6 <= slope <= 2.4 and scatter <= np.log(5.0)):
+        return False
+    # In units of the noise model, a quiet cube's residual is about 1 or less.
+    for a in quiet:
+        if slope * np.log(a.radius) + icpt > np.log(EXCESS_FACTOR * 30.0):
+            return False
+    return True
 
 
 def _exponent(a, b):
