@@ -164,6 +164,20 @@ def _read_csv(path):
     return header, X
 
 
+def _as_model_input(model, names, X):
+    """A DataFrame in the model's column order when it was fitted on one."""
+    expected = getattr(model, "feature_names_in_", None)
+    if expected is None:
+        return X, names
+    missing = [str(c) for c in expected if c not in names]
+    if missing:
+        raise _CLIError(f"the data lack the model's column(s) {missing[:5]}")
+    import pandas as pd
+
+    frame = pd.DataFrame(X, columns=names)[list(expected)]
+    return frame, [str(c) for c in expected]
+
+
 def _check_columns(model, names, X):
     expected = getattr(model, "n_features_in_", None)
     if expected is not None and X.shape[1] != expected:
@@ -264,6 +278,7 @@ def run_explain(args):
         raise _CLIError(f"--out must end in .csv or .json; got {args.out}")
     model = _load_model(args.model)
     names, X = _read_csv(args.data)
+    X, names = _as_model_input(model, names, X)
     _check_columns(model, names, X)
     target = _resolve_target(model, args.target)
     explainer = _make_explainer(model, args)

@@ -187,3 +187,41 @@ def test_demo_writes_class_average_heatmaps(tmp_path):
     red = (image[..., 0] > 0.6) & (image[..., 2] < 0.4)
     blue = (image[..., 2] > 0.6) & (image[..., 0] < 0.4)
     assert red.sum() > 100 and blue.sum() > 100
+
+
+def test_model_fitted_on_a_dataframe_gets_its_columns_by_name(tmp_path, capsys):
+    pd = pytest.importorskip("pandas")
+    X, y = load_iris(return_X_y=True)
+    frame = pd.DataFrame(X, columns=HEADER)
+    model = MLPClassifier((8,), max_iter=2000, random_state=0).fit(frame, y)
+    joblib.dump(model, tmp_path / "frame_model.joblib")
+    # The CSV lists the columns in another order than the model saw them.
+    frame.iloc[:6, ::-1].to_csv(tmp_path / "reordered.csv", index=False)
+    out = tmp_path / "out.csv"
+    code = main(
+        [
+            "explain",
+            "--model",
+            str(tmp_path / "frame_model.joblib"),
+            "--data",
+            str(tmp_path / "reordered.csv"),
+            "--out",
+            str(out),
+        ]
+    )
+    assert code == 0
+    rows = _read_rows(out)
+    assert len(rows) == 6 and list(rows[0])[:4] == HEADER
+    assert {r["status"] for r in rows} == {"exact"}
+    frame[HEADER[:3]].iloc[:3].to_csv(tmp_path / "short.csv", index=False)
+    code = main(
+        [
+            "explain",
+            "--model",
+            str(tmp_path / "frame_model.joblib"),
+            "--data",
+            str(tmp_path / "short.csv"),
+        ]
+    )
+    assert code == 2
+    assert "lack the model's column" in capsys.readouterr().err
