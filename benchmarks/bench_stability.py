@@ -68,7 +68,7 @@ def reference_slime_runner(disc, around):
     return run
 
 
-def ours_runner(kind, disc, around, order="selection"):
+def ours_runner(kind, disc, around, order="selection", sampling="qmc"):
     def run(Xtr, x, fn, seed):
         if kind == "slime":
             est = StableLIMEExplainer(
@@ -79,6 +79,7 @@ def ours_runner(kind, disc, around, order="selection"):
                 alpha=0.05,
                 discretize_continuous=disc,
                 sample_around_instance=around,
+                sampling=sampling,
                 random_state=seed,
             )
         else:
@@ -209,7 +210,7 @@ def main():
                 ours_runner("lime", disc, around),
             ),
             (
-                "ours StableLIMEExplainer",
+                "ours StableLIMEExplainer (default: sampling='qmc')",
                 "1000..10000",
                 ours_runner("slime", disc, around),
             ),
@@ -217,6 +218,11 @@ def main():
                 "ours StableLIMEExplainer, abs-weight order",
                 "1000..10000",
                 ours_runner("slime", disc, around, order="weight"),
+            ),
+            (
+                "ours StableLIMEExplainer, sampling='random'",
+                "1000..10000",
+                ours_runner("slime", disc, around, sampling="random"),
             ),
         ]
         rows, se_rows = [], []

@@ -20,6 +20,7 @@ import zlib
 
 import numpy as np
 from scipy.special import ndtr, ndtri
+from scipy.stats import qmc
 from sklearn.base import (
     BaseEstimator,
     TransformerMixin,
@@ -220,8 +221,11 @@ class _TabularSpace:
     def _sample_block(self, rng, x_cont, x_flat, Z, Q):
         m = Z.shape[0]
         c0 = self.n_cont
+        U = None
+        if isinstance(rng, _SobolStream):
+            U = rng.uniforms(m, c0 + self.offsets.size)
         if c0:
-            vals = rng.standard_normal((m, c0))
+            vals = rng.standard_normal((m, c0)) if U is None else ndtri(U[:, :c0])
             Z[:, :c0] = vals
             if self.around:
                 Z[:, :c0] += (x_cont - self.cont_mean) / self.cont_scale
@@ -229,7 +233,7 @@ class _TabularSpace:
             vals += x_cont if self.around else self.cont_mean
             Q[:, :c0] = vals
         if self.offsets.size:
-            u = rng.random((m, self.offsets.size))
+            u = rng.random((m, self.offsets.size)) if U is None else U[:, c0:]
             flat = self.offsets + (u >= self.cum[0]) if len(self.cum) else None
             if flat is None:
                 flat = np.broadcast_to(self.offsets, u.shape).copy()
@@ -525,6 +529,7 @@ class _BaseLime(TransformerMixin, BaseEstimator):
         "num_features": [Interval(numbers.Integral, 1, None, closed="left")],
         "num_samples": [Interval(numbers.Integral, 2, None, closed="left")],
         "model_regressor": [HasMethods(["fit", "predict"]), None],
+        "sampling": [StrOptions({"random", "qmc"})],
         "batch_size": [Interval(numbers.Integral, 1, None, closed="left"), None],
         "n_jobs": [numbers.Integral, None],
         "random_state": ["random_state"],
@@ -860,7 +865,7 @@ class _BaseLime(TransformerMixin, BaseEstimator):
     def _explain_slice(self, sl, rows_data, targets, extra, seed, holdout):
         x_num, x_code, z0, key, X_orig = rows_data
         rows = np.arange(sl.start, sl.stop)
-        gens = [_row_streams(key[i], seed) for i in rows]
+        gens = [_row_streams(key[i], seed, self.sampling) for i in rows]
         bb = self._blackbox()
         results = []
         size = self._group_size(self.num_samples)
@@ -1032,15 +1037,40 @@ def _distances(Z, z0):
     return np.sqrt(d2)
 
 
-def _row_streams(key_row, seed):
-    """Two independent generators per row: explanation and held-out scoring.
+def _row_streams(key_row, seed, sampling="random"):
+    """Two independent streams per row: explanation and held-out scoring.
 
     Derived from the row's content and the call's seed only, so a row's
-    result does not depend on the batch it came in or on ``n_jobs``.
+    result does not depend on the batch it came in or on ``n_jobs``. With
+    ``sampling="qmc"`` the explanation stream is quasi-random; held-out
+    scoring always uses independent draws.
     """
     entropy = [seed, zlib.crc32(np.ascontiguousarray(key_row, np.float64).tobytes())]
     children = np.random.SeedSequence(entropy).spawn(2)
-    return tuple(np.random.default_rng(c) for c in children)
+    main, holdout = (np.random.default_rng(c) for c in children)
+    if sampling == "qmc":
+        main = _SobolStream(main)
+    return main, holdout
+
+
+class _SobolStream:
+    """A row's quasi-random stream: successive points of one scrambled Sobol'
+    sequence, so points appended later (S-LIME's growing samples) continue
+    the same sequence."""
+
+    def __init__(self, rng):
+        self.rng = rng
+        self.engine = None
+
+    def uniforms(self, m, dim):
+        if self.engine is None:
+            self.engine = qmc.Sobol(dim, scramble=True, seed=self.rng)
+        with warnings.catch_warnings():
+            # Sizes that are not powers of two lose a little of the balance.
+            warnings.simplefilter("ignore", UserWarning)
+            U = self.engine.random(m)
+        # Keep inverse distributions finite at the (measure-zero) edges.
+        return np.clip(U, 1e-16, 1.0 - 1e-16)
 
 
 def _stack_rows(results):
@@ -1178,6 +1208,12 @@ class LimeTabularExplainer(_BaseLime):
     n_jobs : int, default=None
         Chunks of rows explained in parallel. ``None`` means 1 unless in a
         :obj:`joblib.parallel_backend` context; ``-1`` uses all processors.
+    sampling : {"random", "qmc"}, default="random"
+        ``"random"`` draws independent perturbations, as lime does;
+        ``"qmc"`` draws them from a scrambled Sobol' sequence (each row its
+        own), mapped through the same inverse distributions: every marginal
+        is the same, but the sample covers the neighbourhood more evenly, so
+        surrogates and their selected features vary less from seed to seed.
     random_state : int, RandomState instance or None, default=None
         Seed of the perturbations. Each row gets its own stream derived from
         this seed and the row's content, so results do not depend on the
@@ -1252,6 +1288,7 @@ class LimeTabularExplainer(_BaseLime):
         num_features=10,
         num_samples=5000,
         model_regressor=None,
+        sampling="random",
         batch_size=None,
         n_jobs=None,
         random_state=None,
@@ -1268,6 +1305,7 @@ class LimeTabularExplainer(_BaseLime):
         self.num_features = num_features
         self.num_samples = num_samples
         self.model_regressor = model_regressor
+        self.sampling = sampling
         self.batch_size = batch_size
         self.n_jobs = n_jobs
         self.random_state = random_state

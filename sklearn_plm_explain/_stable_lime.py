@@ -189,6 +189,14 @@ class StableLIMEExplainer(_BaseLime):
         :class:`LimeTabularExplainer`).
     n_jobs : int, default=None
         Chunks of rows explained in parallel.
+    sampling : {"qmc", "random"}, default="qmc"
+        ``"qmc"`` draws each row's perturbations from its own scrambled
+        Sobol' sequence (points added in later rounds continue it), with the
+        same marginal distributions as independent draws but a more even
+        cover of the neighbourhood, so the selected features vary less from
+        seed to seed. The test's variance is computed as for independent
+        draws, which overstates it for such a sample: the test stays
+        conservative. ``"random"`` draws independently, as lime does.
     random_state : int, RandomState instance or None, default=None
         Seed; each row gets its own stream (results do not depend on the
         batch or on ``n_jobs``).
@@ -273,6 +281,7 @@ n_features_in_, feature_names_in_
         kernel_width=None,
         kernel=None,
         model_regressor=None,
+        sampling="qmc",
         batch_size=None,
         n_jobs=None,
         random_state=None,
@@ -291,6 +300,7 @@ n_features_in_, feature_names_in_
         self.kernel_width = kernel_width
         self.kernel = kernel
         self.model_regressor = model_regressor
+        self.sampling = sampling
         self.batch_size = batch_size
         self.n_jobs = n_jobs
         self.random_state = random_state
