@@ -4,6 +4,8 @@ import warnings
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from sklearn.datasets import load_digits, make_blobs
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.neural_network import MLPClassifier
@@ -113,3 +115,37 @@ def test_reuse_changes_nothing_for_a_network():
     diff = np.abs(shared.values - alone.values).sum(1)[both]
     assert np.all(diff <= 2e-8 * np.abs(alone.values).sum(1)[both])
     assert np.all(_rel_err(shared, mlp, rows)[both] <= 1e-8)
+
+
+@settings(max_examples=10, deadline=None)
+@given(
+    seed=st.integers(0, 2**31 - 1),
+    n_classes=st.integers(2, 4),
+    reuse=st.booleans(),
+)
+def test_openapi_on_random_trees_is_exact_or_flagged(seed, n_classes, reuse):
+    # Clustered classes so that the unpruned tree keeps several leaves; rows
+    # drawn at random and rows placed exactly on split points of the tree.
+    X, y = make_blobs(
+        300, centers=3 * n_classes, n_features=3, cluster_std=1.5, random_state=seed
+    )
+    y = y % n_classes
+    lmt = LogisticModelTreeClassifier(prune=False, random_state=0).fit(X, y)
+    assert lmt.get_n_leaves() >= 2
+    rng = np.random.default_rng(seed)
+    rows = rng.uniform(X.min(0), X.max(0), size=(20, 3))
+    tree = lmt.tree_
+    inner = np.flatnonzero(tree.feature >= 0)
+    on_split = rows[: len(inner)].copy()
+    on_split[np.arange(len(inner)), tree.feature[inner]] = tree.threshold[inner]
+    rows = np.vstack([rows, on_split])
+    e = _explain(lmt, X, rows, reuse_regions=reuse)
+    W, _ = local_linear_model(lmt, rows)
+    C = W.shape[2]
+    for c in range(C):
+        truth = decision_features(W, np.full(len(rows), c))
+        est = C / (C - 1) * e.coef[:, :, c]
+        rel = np.abs(est - truth).sum(1) / np.abs(truth).sum(1)
+        assert np.all(rel[e.converged] <= 1e-8)
+    # Rows away from every split are certified.
+    assert e.converged[~_on_a_split(lmt, rows)].mean() >= 0.9
