@@ -8,7 +8,12 @@ from sklearn.decomposition import PCA
 from sklearn.linear_model import LinearRegression, LogisticRegression, Ridge
 from sklearn.neural_network import MLPClassifier, MLPRegressor
 from sklearn.pipeline import Pipeline
-from sklearn.preprocessing import MaxAbsScaler, MinMaxScaler, StandardScaler
+from sklearn.preprocessing import (
+    FunctionTransformer,
+    MaxAbsScaler,
+    MinMaxScaler,
+    StandardScaler,
+)
 from sklearn.utils.validation import check_array, check_is_fitted
 
 __all__ = ["local_linear_model", "decision_features"]
@@ -41,8 +46,10 @@ def local_linear_model(estimator, X):
     Returns
     -------
     W : ndarray of shape (n_samples, n_features, n_outputs)
-        Local slopes of the logits (classifiers; for binary models the first
-        class's logit is 0) or of the prediction (regressors, one output).
+        Local slopes of the logits (classifiers; for binary scikit-learn
+        models the first class's logit is 0, an estimator's own
+        ``local_linear_model`` may spread them differently) or of the
+        prediction (regressors, one output).
     b : ndarray of shape (n_samples, n_outputs)
         Local intercepts, so that ``softmax(X[i] @ W[i] + b[i])`` equals
         ``predict_proba(X[i])`` (classifiers) and ``X[i] @ W[i] + b[i]`` equals
@@ -188,9 +195,13 @@ def _affine_step(step):
     """Return ``(A, c)`` with ``step.transform(x) == x @ A + c``."""
     if isinstance(step, StandardScaler):
         d = step.n_features_in_
-        scale = step.scale_ if step.scale_ is not None else np.ones(d)
-        mean = step.mean_ if step.mean_ is not None else np.zeros(d)
+        # mean_ and scale_ may be set even when with_mean / with_std are off.
+        scale = step.scale_ if step.with_std and step.scale_ is not None else np.ones(d)
+        mean = step.mean_ if step.with_mean and step.mean_ is not None else np.zeros(d)
         return np.diag(1.0 / scale), -mean / scale
+    if isinstance(step, FunctionTransformer) and step.func is None:
+        # What a ColumnTransformer keeps for "passthrough" columns.
+        return np.eye(step.n_features_in_), np.zeros(step.n_features_in_)
     if isinstance(step, MinMaxScaler):
         if step.clip:
             raise TypeError("MinMaxScaler(clip=True) is not affine.")

@@ -41,6 +41,7 @@ __all__ = ["OpenAPIExplainer", "STATUSES"]
 # A row boxed in between too-small and non-linear cubes may use up to this
 # many times (d + 1) witnesses at its largest consistent radius.
 _MORE_WITNESSES = 4
+_SMALLEST_NORMAL = np.finfo(np.float64).tiny
 # With region reuse, the first wave of rows searched is this fraction of the
 # batch; waves then double, so the number of rounds grows by a constant.
 _FIRST_WAVE = 32
@@ -301,6 +302,11 @@ class OpenAPIExplainer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
 
     def _resolve_classes(self, X, frame):
         if self._kind == "regression":
+            if getattr(self.estimator_, "n_outputs_", 1) > 1:
+                raise ValueError(
+                    "Multi-output regressors are not supported; explain one "
+                    "output at a time."
+                )
             self._n_outputs = 1
             return None
         classes = getattr(self.estimator_, "classes_", None)
@@ -541,7 +547,10 @@ class OpenAPIExplainer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
     def _to_log(self, R):
         if self._kind != "proba":
             return R, np.zeros(R.shape[0], dtype=bool)
-        zero = R <= 0
+        # Below the smallest normal double a probability has underflowed, or
+        # sits on a floor a model put there (e.g. against exact zeros): its
+        # log says nothing about the logits.
+        zero = R < _SMALLEST_NORMAL
         with np.errstate(divide="ignore"):
             L = np.log(np.where(zero, 1.0, R))
         return L, zero.any(axis=1)
@@ -653,12 +662,20 @@ class OpenAPIExplainer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         rel = relative_bound(slope, sigma[:, None], se_x).max(axis=1)
         rel = np.where(bad, np.inf, rel)
         by_estimate = pooled >= np.maximum(1.0, learned)
-        # Bitwise identical responses everywhere in the cube: a dead region.
-        flat = np.all(Y == Y[:, :1, :], axis=(1, 2)) & ~bad
+        # Bitwise identical responses everywhere in the cube: a dead region;
+        # unless the row is saturated, where rounding pins the responses.
+        flat = np.all(Y == Y[:, :1, :], axis=(1, 2)) & ~bad & state.sharp[rows]
+        clipped = self._clipped(P, len(rows))
         for j, i in enumerate(rows):
             search = searches[i]
             if flat[j]:
                 state.record_flat(i, Y[j, 0], search.radius)
+                del searches[i]
+                continue
+            if clipped[j] or (not state.sharp[i] and np.all(Y[j] == Y[j, :1])):
+                # Pinned responses carry no slope: no estimate from this cube.
+                state.n_iter[i] += 1
+                state.status[i] = "saturated"
                 del searches[i]
                 continue
             state.record_estimate(i, slope[j], intercept[j], rel[j], search.radius)
@@ -688,6 +705,21 @@ class OpenAPIExplainer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
                 del searches[i]
             else:
                 search.radius = nxt
+
+    @staticmethod
+    def _clipped(P, n):
+        """Rows whose cube shows a class probability held at one value.
+
+        Under a softmax of affine logits a probability below 1/2 changes in
+        its last bits wherever the others change: one that stays bitwise
+        constant across the cube while they move has been clipped or floored
+        by the model, and its log-ratios are not the logits'.
+        """
+        if P is None:
+            return np.zeros(n, dtype=bool)
+        constant = np.all(P == P[:, :1, :], axis=1) & (P[:, 0, :] < 0.5)
+        moving = ~np.all(P == P[:, :1, :], axis=1)
+        return constant.any(axis=1) & moving.any(axis=1)
 
     def _failure_status(self, state, i, search):
         status = search.failure_status()

@@ -33,6 +33,11 @@ CLASSIFIERS = [
     MLPClassifier((8,), activation="identity", max_iter=300, random_state=0),
     make_pipeline(StandardScaler(), MLPClassifier((10,), max_iter=300, random_state=0)),
     make_pipeline(MinMaxScaler(), MaxAbsScaler(), LogisticRegression(max_iter=2000)),
+    make_pipeline(
+        StandardScaler(with_mean=False),
+        MLPClassifier((10,), max_iter=300, random_state=0),
+    ),
+    make_pipeline(StandardScaler(with_std=False), LogisticRegression(max_iter=2000)),
     make_pipeline(StandardScaler(), PCA(3, whiten=True), LogisticRegression()),
     make_pipeline(PCA(3), MLPClassifier((10,), max_iter=300, random_state=0)),
 ]

@@ -221,6 +221,63 @@ def test_binary_mlp_without_decision_function_flags_saturated_rows():
     assert np.all(err[e.converged] <= RTOL)
 
 
+def test_pinned_probabilities_are_saturated_not_flat():
+    # In the band where p0 = 1 - p1 rounds to a few values, a cube can see
+    # bitwise identical responses: that is saturation, not a dead region.
+    lr, X = _binary_lr()
+    logits = np.array([32.0, 34.0, 36.0, 37.0])
+    rows = _rows_at_logits(lr, X, logits)
+    explainer = OpenAPIExplainer(lr, response_method="predict_proba", random_state=0)
+    e = _quiet_explain(explainer.fit(X), rows)
+    np.testing.assert_array_equal(e.status, ["saturated"] * 4)
+
+
+def test_floored_or_clipped_probabilities_are_never_exact_and_wrong():
+    from sklearn.datasets import make_classification
+
+    from sklearn_plm_explain import LogisticModelTreeClassifier
+
+    X, y = make_classification(
+        500,
+        5,
+        n_informative=4,
+        n_redundant=0,
+        n_clusters_per_class=3,
+        n_classes=3,
+        random_state=1,
+    )
+    # The tree floors its probabilities at the smallest positive double, so
+    # that none is ever 0: through predict_proba those rows are saturated.
+    lmt = LogisticModelTreeClassifier(random_state=0, prune=False).fit(X, y)
+    rows = np.vstack([X[:100], 20 * X[:100]])
+    e = _quiet_explain(
+        OpenAPIExplainer(lmt, response_method="predict_proba", random_state=0).fit(X),
+        rows,
+    )
+    floored = (lmt.predict_proba(rows) < np.finfo(float).tiny).any(axis=1)
+    assert floored.any() and not e.converged[floored].any()
+    assert np.all(_rel_l1_all_classes(e, lmt, rows)[e.converged] <= RTOL)
+    assert e.converged.sum() > 100
+    # A black box that clips its probabilities at 1e-15.
+    mlp, Xb = _bc_mlp_small()
+    clipped = lambda Z: np.clip(mlp.predict_proba(Z), 1e-15, 1.0)  # noqa: E731
+    rows = np.vstack([Xb[:40], 5 * Xb[:40]])
+    e = _quiet_explain(OpenAPIExplainer(clipped, random_state=0).fit(Xb), rows)
+    assert np.all(_rel_l1_all_classes(e, mlp, rows)[e.converged] <= RTOL)
+    assert (e.status == "saturated").any()
+
+
+def test_multi_output_regressor_is_refused_in_fit():
+    X, y = load_breast_cancer(return_X_y=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        reg = MLPRegressor(hidden_layer_sizes=(4,), max_iter=20).fit(
+            X, np.column_stack([y, y])
+        )
+    with pytest.raises(ValueError, match="Multi-output"):
+        OpenAPIExplainer(reg).fit(X)
+
+
 @pytest.mark.parametrize("kind", ["tanh_mlp", "svc"])
 def test_non_piecewise_linear_models_are_not_certified(kind):
     X, y = load_iris(return_X_y=True)

@@ -157,3 +157,34 @@ def test_lime_explainers_treat_string_columns_as_categorical(kind):
     # The string columns were found and sampled as categories.
     np.testing.assert_array_equal(sorted(explainer.categorical_features_), [1, 3])
     assert e.values.shape == (4, 5) and np.all(np.isfinite(e.values))
+
+
+@pytest.mark.parametrize("layout", ["passthrough", "remainder"])
+def test_passthrough_columns_in_ground_truth_and_explanations(layout):
+    X, y = _mixed_frame(300)
+    numeric = ["age", "income", "score"]
+    if layout == "passthrough":
+        columns = ColumnTransformer(
+            [
+                ("num", "passthrough", numeric),
+                ("cat", OneHotEncoder(), ["city", "plan"]),
+            ]
+        )
+    else:
+        columns = ColumnTransformer(
+            [("cat", OneHotEncoder(), ["city", "plan"])], remainder="passthrough"
+        )
+    model = Pipeline(
+        [("columns", columns), ("clf", LogisticRegression(max_iter=5000))]
+    ).fit(X, y)
+    rows = X.iloc[:10]
+    W, b = local_linear_model(model, rows)
+    logits = np.einsum("nd,ndc->nc", rows[numeric].to_numpy(), W) + b
+    P = np.exp(logits - logits.max(1, keepdims=True))
+    np.testing.assert_allclose(
+        P / P.sum(1, keepdims=True), model.predict_proba(rows), atol=1e-12
+    )
+    e = OpenAPIExplainer(model, random_state=0).fit(X).explain(rows)
+    truth = decision_features(W, e.target)
+    rel = np.abs(e.values - truth).sum(1) / np.abs(truth).sum(1)
+    assert e.converged.all() and np.all(rel <= 1e-8)
