@@ -181,11 +181,14 @@ class Explanation:
         columns = [
             (str(name), values[:, j]) for j, name in enumerate(self.feature_names)
         ]
-        for name, arr in self._rows.items():
-            if name != "values" and arr.ndim == 1:
-                columns.append((name, arr))
+        extra = [(n, a) for n, a in self._rows.items() if n != "values" and a.ndim == 1]
         if self.classes is not None:
-            columns.append(("target_label", self.target_label))
+            extra.append(("target_label", self.target_label))
+        # A diagnostic whose name is also a feature's (a column "status" or
+        # "score" in the data) gets a prefix rather than hiding the feature.
+        taken = {name for name, _ in columns}
+        for name, arr in extra:
+            columns.append((f"explanation_{name}" if name in taken else name, arr))
         return columns
 
     def _long_columns(self):

@@ -730,7 +730,19 @@ class _BaseLime(TransformerMixin, BaseEstimator):
         return self._explain(X, target, labels, holdout=False)
 
     def transform(self, X):
-        """Surrogate weights of the explained (predicted) class, (n_samples, n_features)."""
+        """Surrogate weights of the predicted class of each row.
+
+        Parameters
+        ----------
+        X : {array-like, DataFrame} of shape (n_samples, n_features)
+            Rows to explain.
+
+        Returns
+        -------
+        values : ndarray of shape (n_samples, n_features)
+            ``explain(X).values``: the surrogate weights, 0 for features not
+            selected.
+        """
         check_is_fitted(self)
         return self._explain(X, None, None, holdout=False).values
 
@@ -1201,19 +1213,19 @@ class LimeTabularExplainer(_BaseLime):
     model_regressor : regressor, default=None
         Surrogate fitted with ``sample_weight``; ``None`` is
         ``Ridge(alpha=1)``. It must expose ``coef_`` and ``intercept_``.
-    batch_size : int, default=None
-        Largest number of points sent to the model in one call; rows are
-        grouped so that one call carries about this many points. ``None``
-        groups up to 32768 points per call.
-    n_jobs : int, default=None
-        Chunks of rows explained in parallel. ``None`` means 1 unless in a
-        :obj:`joblib.parallel_backend` context; ``-1`` uses all processors.
     sampling : {"random", "qmc"}, default="random"
         ``"random"`` draws independent perturbations, as lime does;
         ``"qmc"`` draws them from a scrambled Sobol' sequence (each row its
         own), mapped through the same inverse distributions: every marginal
         is the same, but the sample covers the neighbourhood more evenly, so
         surrogates and their selected features vary less from seed to seed.
+    batch_size : int, default=None
+        Largest number of points sent to the model in one call; rows are
+        grouped so that one call carries about this many points. ``None``
+        groups up to 32768 points per call.
+    n_jobs : int, default=None
+        Chunks of rows explained in parallel. ``None`` means 1 unless in a
+        :obj:`joblib.parallel_config` context; ``-1`` uses all processors.
     random_state : int, RandomState instance or None, default=None
         Seed of the perturbations. Each row gets its own stream derived from
         this seed and the row's content, so results do not depend on the

@@ -390,6 +390,7 @@ class OpenAPIExplainer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         -------
         values : ndarray of shape (n_samples, n_features)
         """
+        check_is_fitted(self)
         return self.explain(X).values
 
     def score(self, X, y=None):
@@ -410,6 +411,7 @@ class OpenAPIExplainer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         -------
         score : float
         """
+        check_is_fitted(self)
         e = self.explain(X)
         per_row = e.n_queries.mean() / (self.scale_.size + 2)
         return float(e.converged.mean() - 1e-6 * per_row)

@@ -184,11 +184,6 @@ class StableLIMEExplainer(_BaseLime):
     model_regressor : regressor, default=None
         Surrogate refitted on the selected features; ``None`` is
         ``Ridge(alpha=1)`` with sample weights.
-    batch_size : int, default=None
-        Largest number of points per model call (see
-        :class:`LimeTabularExplainer`).
-    n_jobs : int, default=None
-        Chunks of rows explained in parallel.
     sampling : {"qmc", "random"}, default="qmc"
         ``"qmc"`` draws each row's perturbations from its own scrambled
         Sobol' sequence (points added in later rounds continue it), with the
@@ -197,6 +192,11 @@ class StableLIMEExplainer(_BaseLime):
         seed to seed. The test's variance is computed as for independent
         draws, which overstates it for such a sample: the test stays
         conservative. ``"random"`` draws independently, as lime does.
+    batch_size : int, default=None
+        Largest number of points per model call (see
+        :class:`LimeTabularExplainer`).
+    n_jobs : int, default=None
+        Chunks of rows explained in parallel.
     random_state : int, RandomState instance or None, default=None
         Seed; each row gets its own stream (results do not depend on the
         batch or on ``n_jobs``).

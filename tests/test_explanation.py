@@ -126,3 +126,18 @@ def test_to_shap_without_shap(explanation, monkeypatch):
     monkeypatch.setitem(sys.modules, "shap", None)
     with pytest.raises(ImportError, match="pip install shap"):
         explanation.to_shap()
+
+
+def test_wide_frame_keeps_features_named_like_diagnostics():
+    pytest.importorskip("pandas")
+    e = Explanation(
+        values=np.array([[0.5, -1.0]]),
+        target=np.array([0]),
+        classes=np.array([0, 1]),
+        feature_names=np.array(["status", "age"]),
+        method="demo",
+        status=np.array(["exact"]),
+    )
+    frame = e.to_frame()
+    assert frame["status"].tolist() == [0.5]
+    assert frame["explanation_status"].tolist() == ["exact"]

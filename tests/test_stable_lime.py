@@ -367,33 +367,36 @@ def _smooth(X):
 
 
 def test_quasi_random_sampling_steadies_the_surrogate():
-    # Same marginals, more even cover: seed-to-seed spread of the surrogate
-    # weights shrinks well below that of independent draws.
+    # Same marginals, more even cover: the seed-to-seed spread of the
+    # surrogate weights shrinks well below that of independent draws, and
+    # both designs estimate the same weights.
     rng = np.random.default_rng(0)
     X = rng.normal(size=(300, 3))
-    spread = {}
+    weights = {}
     for sampling in ("random", "qmc"):
-        weights = [
-            LimeTabularExplainer(
-                _smooth,
-                mode="regression",
-                discretize_continuous=False,
-                sample_around_instance=True,
-                feature_selection="none",
-                num_samples=1024,
-                sampling=sampling,
-                random_state=seed,
-            )
-            .fit(X)
-            .explain(X[:3])
-            .values
-            for seed in range(8)
-        ]
-        spread[sampling] = np.std(weights, axis=0).mean()
-        mean = np.mean(weights, axis=0)
-    assert spread["qmc"] < 0.5 * spread["random"]
-    # and the weights agree on average (same sampling law)
-    assert np.all(np.isfinite(mean))
+        weights[sampling] = np.array(
+            [
+                LimeTabularExplainer(
+                    _smooth,
+                    mode="regression",
+                    discretize_continuous=False,
+                    sample_around_instance=True,
+                    feature_selection="none",
+                    num_samples=1024,
+                    sampling=sampling,
+                    random_state=seed,
+                )
+                .fit(X)
+                .explain(X[:3])
+                .values
+                for seed in range(8)
+            ]
+        )
+    spread = {k: w.std(axis=0) for k, w in weights.items()}
+    assert spread["qmc"].mean() < 0.5 * spread["random"].mean()
+    # Means agree within the independent design's standard error of the mean.
+    gap = np.abs(weights["qmc"].mean(0) - weights["random"].mean(0))
+    assert np.all(gap <= 4 * spread["random"] / np.sqrt(8) + 1e-12)
 
 
 def test_quasi_random_sample_grows_by_continuing_its_sequence():
