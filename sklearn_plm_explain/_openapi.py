@@ -48,9 +48,10 @@ _FIRST_WAVE = 32
 
 STATUSES = {
     "exact": "certified: the local linear model is exact to the target tolerance",
-    "saturated": "a probability is exactly 0 (its log-ratio is undefined), or so "
-    "close to 0 that it is only known as 1 minus the others, too imprecisely "
-    "to resolve the slope",
+    "saturated": "a probability has underflowed (0 or below the smallest normal "
+    "double), is held at a floor or clip, or is so close to 0 that it is only "
+    "known as 1 minus the others, too imprecisely to resolve the slope; values "
+    "are NaN when no cube gave an estimate",
     "imprecise": "the responses are too imprecise to resolve the slope even on "
     "the largest cube tried, and no cube showed a kink",
     "boundary": "the row is too close to a boundary between linear regions: "
