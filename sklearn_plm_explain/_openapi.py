@@ -42,6 +42,9 @@ __all__ = ["OpenAPIExplainer", "STATUSES"]
 # many times (d + 1) witnesses at its largest consistent radius.
 _MORE_WITNESSES = 4
 _SMALLEST_NORMAL = np.finfo(np.float64).tiny
+# A row whose noise scale exceeds its relative rounding floor this many times
+# owes its imprecision to saturated probabilities.
+_ABSOLUTE_DOMINANCE = 100.0
 # With region reuse, the first wave of rows searched is this fraction of the
 # batch; waves then double, so the number of rounds grows by a constant.
 _FIRST_WAVE = 32
@@ -726,12 +729,20 @@ class OpenAPIExplainer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
 
     def _failure_status(self, state, i, search):
         status = search.failure_status()
-        if status == "imprecise" and self._kind == "proba":
-            # Too imprecise because a probability sits so close to 0 that it
-            # is only known to the absolute precision of 1 - p: saturation.
-            if grid_rounded(state.R0[i]).any():
-                return "saturated"
+        if status in ("imprecise", "boundary") and self._absolute_noise(state, i):
+            # The responses' precision is lost because a probability sits so
+            # close to 0 that it is only known as 1 - p: no cube both small
+            # enough and resolved exists because of saturation, whatever the
+            # region's size.
+            return "saturated"
         return status
+
+    def _absolute_noise(self, state, i):
+        """The row's own noise is ruled by the absolute error of a 1 - p."""
+        if self._kind != "proba" or not grid_rounded(state.R0[i]).any():
+            return False
+        relative = noise_scale(state.L0[i][None, None, :])[0, 0]
+        return state.tau0[i] > _ABSOLUTE_DOMINANCE * relative
 
     def _assemble(self, parts, n):
         if "offset" in parts[0]:
