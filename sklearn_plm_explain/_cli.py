@@ -12,6 +12,7 @@ import warnings
 from collections import Counter
 
 import numpy as np
+from sklearn.base import is_regressor
 from sklearn.exceptions import ConvergenceWarning
 
 from sklearn_plm_explain import __version__
@@ -126,10 +127,11 @@ def _load_model(path):
         raise _CLIError(
             f"cannot load a model from {path}: {type(exc).__name__}: {exc}"
         ) from None
-    if not hasattr(model, "predict_proba"):
+    if not (is_regressor(model) or hasattr(model, "predict_proba")):
         raise _CLIError(
-            f"the model in {path} ({type(model).__name__}) has no predict_proba; "
-            "explain needs a classifier that gives probabilities"
+            f"the model in {path} ({type(model).__name__}) has no predict_proba "
+            "and is not a regressor; explain needs a classifier that gives "
+            "probabilities or a regressor"
         )
     return model
 
@@ -206,6 +208,8 @@ def _make_explainer(model, args):
     if args.method == "openapi":
         return OpenAPIExplainer(model, **common)
     lime_kw = dict(common, num_features=args.num_features)
+    if is_regressor(model):
+        lime_kw["mode"] = "regression"
     if args.num_samples is not None:
         lime_kw["num_samples"] = args.num_samples
     if args.method == "lime":
@@ -311,14 +315,16 @@ def _positive_int(text):
 def _add_explain(sub):
     explain = sub.add_parser(
         "explain",
-        help="explain every row of a CSV file with a saved classifier",
-        description="Explain every row of a CSV file with a saved classifier; "
+        help="explain every row of a CSV file with a saved classifier or regressor",
+        description="Explain every row of a CSV file with a saved classifier or "
+        "regressor; "
         "the file itself is the background data the explainer is fitted on.",
     )
     explain.add_argument(
         "--model",
         required=True,
-        help="joblib file of a fitted classifier with predict_proba. Loading "
+        help="joblib file of a fitted classifier with predict_proba, or of a "
+        "fitted regressor. Loading "
         "it runs code stored in the file: only use files you trust.",
     )
     explain.add_argument(

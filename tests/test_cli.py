@@ -124,7 +124,6 @@ def test_lime_to_stdout(files, capsys):
         ({"--model": "missing.joblib"}, "model file not found"),
         ({"--data": "missing.csv"}, "data file not found"),
         ({"--model": "rows.csv"}, "cannot load a model"),
-        ({"--model": "regressor.joblib"}, "has no predict_proba"),
         ({"--data": "three_columns.csv"}, "3 columns but the model expects 4"),
         ({"--data": "ragged.csv"}, "data row 2 has 3 fields"),
         ({"--data": "words.csv"}, "not a number"),
@@ -225,3 +224,38 @@ def test_model_fitted_on_a_dataframe_gets_its_columns_by_name(tmp_path, capsys):
     )
     assert code == 2
     assert "lack the model's column" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("method", ["openapi", "lime", "slime"])
+def test_regressor_is_explained(files, tmp_path, method):
+    out = tmp_path / "reg.csv"
+    argv = ["explain", "--model", str(files / "regressor.joblib")]
+    argv += ["--data", str(files / "rows.csv"), "--method", method, "--out", str(out)]
+    argv += ["--num-samples", "200"] if method != "openapi" else []
+    assert main(argv) == 0
+    rows = _read_rows(out)
+    assert len(rows) == N_ROWS
+    assert all(np.isfinite(float(r[h])) for r in rows for h in HEADER)
+    if method == "openapi":
+        # A linear regression: its local gradient is its coefficient vector.
+        model = joblib.load(files / "regressor.joblib")
+        got = np.array([[float(r[h]) for h in HEADER] for r in rows])
+        np.testing.assert_allclose(got, np.tile(model.coef_, (N_ROWS, 1)), rtol=1e-8)
+
+
+def test_model_without_probabilities_is_refused(files, tmp_path, capsys):
+    from sklearn.svm import LinearSVC
+
+    X, y = load_iris(return_X_y=True)
+    joblib.dump(LinearSVC().fit(X, y), tmp_path / "svc.joblib")
+    code = main(
+        [
+            "explain",
+            "--model",
+            str(tmp_path / "svc.joblib"),
+            "--data",
+            str(files / "rows.csv"),
+        ]
+    )
+    assert code == 2
+    assert "has no predict_proba" in capsys.readouterr().err
