@@ -450,7 +450,7 @@ def test_results_do_not_depend_on_runs_jobs_or_batches():
     others = [
         run(rows),
         run(rows, n_jobs=2),
-        Explanation_concat([run(rows[i : i + 1]) for i in range(len(rows))]),
+        Explanation.concat([run(rows[i : i + 1]) for i in range(len(rows))]),
         run(rows[::-1])[::-1],
     ]
     assert ref.converged.mean() > 0.5
@@ -469,16 +469,6 @@ def test_results_do_not_depend_on_runs_jobs_or_batches():
         assert np.all(diff <= 2 * RTOL * np.abs(shared.values).sum(1)[shared.converged])
 
 
-def Explanation_concat(parts):
-    fields = {
-        f: np.concatenate([getattr(p, f) for p in parts]) for f in parts[0].fields
-    }
-    p = parts[0]
-    return Explanation(
-        classes=p.classes, feature_names=p.feature_names, method=p.method, **fields
-    )
-
-
 def test_blas_batch_effects_stay_far_below_the_tolerance():
     # sklearn's MLP goes through BLAS, whose results for one point may change in
     # the last bits with the batch it is computed in; explanations then agree
@@ -487,7 +477,7 @@ def test_blas_batch_effects_stay_far_below_the_tolerance():
     rows = X[:24]
     explainer = OpenAPIExplainer(mlp, random_state=0).fit(X)
     ref = _quiet_explain(explainer, rows)
-    by_row = Explanation_concat([_quiet_explain(explainer, r[None]) for r in rows])
+    by_row = Explanation.concat([_quiet_explain(explainer, r[None]) for r in rows])
     both = ref.converged & by_row.converged
     assert both.mean() > 0.8
     np.testing.assert_allclose(ref.coef[both], by_row.coef[both], rtol=1e-7, atol=0)
