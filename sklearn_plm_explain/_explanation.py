@@ -102,12 +102,6 @@ class Explanation:
             f"{type(self).__name__!s} has no attribute or field {name!r}"
         )
 
-    def __getstate__(self):
-        return self.__dict__
-
-    def __setstate__(self, state):
-        self.__dict__.update(state)
-
     def __len__(self):
         return self._rows["values"].shape[0]
 

@@ -650,7 +650,6 @@ class OpenAPIExplainer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         self._judge(state, searches, rows, U, Y, step, bad, R)
 
     def _judge(self, state, searches, rows, U, Y, step, bad, R):
-        K = Y.shape[2]
         P = None
         if self._kind == "proba":
             P = np.concatenate([state.R0[rows, None, :], R], axis=1)
@@ -663,14 +662,20 @@ class OpenAPIExplainer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         # chance must not get a bound that is small by chance. In units of
         # the noise model, whose scale 1 is the floor.
         pooled = sigma_hat.max(axis=1) * noise_inflation(U.shape[1] - U.shape[2] - 1)
-        learned = np.array([_or_zero(searches[i].noise_level()) for i in rows])
+        learned = np.array(
+            [
+                0.0 if searches[i].noise is None else searches[i].noise.max()
+                for i in rows
+            ]
+        )
         sigma = np.maximum(np.maximum(pooled, 1.0), learned)
         rel = relative_bound(slope, sigma[:, None], se_x).max(axis=1)
         rel = np.where(bad, np.inf, rel)
         by_estimate = pooled >= np.maximum(1.0, learned)
         # Bitwise identical responses everywhere in the cube: a dead region;
         # unless the row is saturated, where rounding pins the responses.
-        flat = np.all(Y == Y[:, :1, :], axis=(1, 2)) & ~bad & state.sharp[rows]
+        pinned = np.all(Y == Y[:, :1, :], axis=(1, 2))
+        flat = pinned & ~bad & state.sharp[rows]
         clipped = self._clipped(P, len(rows))
         for j, i in enumerate(rows):
             search = searches[i]
@@ -678,7 +683,7 @@ class OpenAPIExplainer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
                 state.record_flat(i, Y[j, 0], search.radius)
                 del searches[i]
                 continue
-            if clipped[j] or (not state.sharp[i] and np.all(Y[j] == Y[j, :1])):
+            if clipped[j] or (pinned[j] and not state.sharp[i]):
                 # Pinned responses carry no slope: no estimate from this cube.
                 state.n_iter[i] += 1
                 state.status[i] = "saturated"
@@ -689,7 +694,6 @@ class OpenAPIExplainer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
                 Attempt(
                     search.radius,
                     sigma_hat[j],
-                    np.ones(K),
                     rel[j],
                     bool(bad[j]),
                     bool(by_estimate[j]),
@@ -862,10 +866,6 @@ def _has_text_columns(X):
 
 def _is_numeric(column):
     return column.dtype.kind in "biuf"
-
-
-def _or_zero(level):
-    return 0.0 if level is None else float(np.max(level))
 
 
 def _pad_partial(part, n, n_outputs, d):

@@ -27,8 +27,7 @@ OVERSAMPLE_GAIN = 8.0
 @dataclass
 class Attempt:
     radius: float
-    sigma_hat: np.ndarray  # (K,) residual RMS per response column
-    floor: np.ndarray  # (K,) a-priori rounding noise per column
+    sigma_hat: np.ndarray  # (K,) residual RMS per column, in noise-model units
     rel_error: float  # bound on the relative L1 error, worst column
     bad: bool  # some response in the cube was unusable (e.g. p == 0)
     estimate_limited: bool = False  # the noise estimate, not the floor, set it
@@ -65,7 +64,8 @@ class RadiusSearch:
     def _excess(self, att):
         if att.bad:
             return True
-        level = att.floor if self.noise is None else np.maximum(att.floor, self.noise)
+        # In units of the noise model the a-priori floor is 1.
+        level = 1.0 if self.noise is None else np.maximum(1.0, self.noise)
         return bool(np.any(att.sigma_hat > EXCESS_FACTOR * level))
 
     def _learn_noise(self):
@@ -80,9 +80,6 @@ class RadiusSearch:
                 if self.noise is not None:
                     level = np.maximum(self.noise, level)
                 self.noise = level
-
-    def noise_level(self):
-        return self.noise
 
     def record(self, attempt):
         self.history.append(attempt)

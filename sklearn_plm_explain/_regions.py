@@ -50,30 +50,6 @@ class RegionLibrary:
             np.asarray(self._rel)[sel],
         )
 
-    def agrees(self, X, L, tau, models):
-        """Whether each response agrees with its own model's prediction.
-
-        Parameters
-        ----------
-        X : ndarray of shape (n, d)
-            Points.
-        L : ndarray of shape (n, K)
-            Their responses in log space.
-        tau : ndarray of shape (n,)
-            Noise scale of each response.
-        models : ndarray of int of shape (n,)
-            Library index of the model to compare each point with.
-
-        Returns
-        -------
-        agree : ndarray of bool of shape (n,)
-        """
-        S, b, x_ref, rel = self._arrays(models)
-        predicted = np.einsum("nd,ndk->nk", X, S) + b
-        spread = np.abs(X - x_ref).max(axis=1)
-        tol = _tolerance(tau, rel, np.abs(S).sum(axis=1), spread)
-        return np.all(np.abs(predicted - self._centred(L)) <= tol, axis=1)
-
     def agrees_locally(self, x0, L0, tau0, X, L, tau, models):
         """Whether the changes of response from ``x0`` to ``X`` follow the slopes.
 
