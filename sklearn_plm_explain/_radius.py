@@ -6,6 +6,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from sklearn_plm_explain._boundary import fold
+
 # A residual this many times the noise level is not noise.
 EXCESS_FACTOR = 8.0
 # Shrink step after an inconsistent attempt.
@@ -22,6 +24,8 @@ MIN_BRACKET = 4.0
 AUGMENT_RANGE = 8.0
 # The most a larger sample in the same cube can tighten the bound.
 OVERSAMPLE_GAIN = 8.0
+# Cubes that were not linear kept per row, for locating a nearby boundary.
+KEPT_KINKS = 3
 
 
 @dataclass
@@ -56,6 +60,15 @@ class RadiusSearch:
         self.n_more = n_more
         self.history = []
         self.noise = None
+        # Rows near a boundary: the cubes kept to locate it, the unit normal
+        # of the half-space a one-sided search folds its points into, the
+        # cube every one-sided cube is joined with, and attempts spent before.
+        self.base = None
+        self.kinks = []
+        self.probes = []
+        self.normal = None
+        self.joined = None
+        self.spent = 0
         # Plan of the next attempt: how many new points, and whether they
         # join the previous cube (same radius) or start a new one.
         self.n_new = n_features + n_witnesses
@@ -85,6 +98,33 @@ class RadiusSearch:
         self.history.append(attempt)
         self._learn_noise()
 
+    def remember(self, cube):
+        """Keep the last attempt's cube if locating a boundary may need it.
+
+        That is the largest consistent cube, whose fit is the row's own linear
+        model, and the latest few that were not linear, whose points beyond
+        the boundary reveal it.
+        """
+        last = self.history[-1]
+        if last.bad or self.normal is not None:
+            return
+        if self._excess(last):
+            self.kinks = (self.kinks + [(last, cube)])[-KEPT_KINKS:]
+        elif self.base is None or last.radius >= self.base[0].radius:
+            self.base = (last, cube)
+
+    def kink_cubes(self):
+        """Kept cubes still not linear under the noise now known, and probes.
+
+        Returns a list of ``(radius, cube)``.
+        """
+        kinks = [(att.radius, cube) for att, cube in self.kinks if self._excess(att)]
+        return kinks + self.probes
+
+    def orient(self, u):
+        """Fold a one-sided search's points onto the row's side."""
+        return u if self.normal is None else fold(u, self.normal)
+
     def next_radius(self):
         """The next radius to try, or None when no radius can succeed.
 
@@ -105,7 +145,11 @@ class RadiusSearch:
         else:
             growth = 2.0 * last.rel_error / self.rtol
             want = last.radius * float(np.clip(growth, 2.0, MAX_GROWTH))
-        blocked = want < self.min_radius
+        blocked = False
+        if want < self.min_radius:
+            # The smallest radius allowed is still worth one attempt.
+            blocked = min(a.radius for a in self.history) <= self.min_radius
+            want = self.min_radius
         if r_lo is not None and r_hi is not None:
             if self._hopeless(r_lo, r_hi):
                 return None
@@ -170,6 +214,8 @@ class RadiusSearch:
 
     def failure_status(self):
         """Name the reason no attempt was certified."""
+        if self.normal is not None:
+            return "boundary"
         exc = [a for a in self.history if not a.bad and self._excess(a)]
         if not exc:
             return "saturated" if any(a.bad for a in self.history) else "imprecise"
