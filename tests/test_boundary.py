@@ -18,6 +18,7 @@ from sklearn_plm_explain._boundary import (
     fold,
     kink_residuals,
 )
+from sklearn_plm_explain._openapi import _MAX_PROBES
 
 RTOL = 1e-8
 
@@ -233,3 +234,19 @@ def test_a_thin_slab_between_parallel_boundaries_is_exact_or_flagged():
         e = explainer.explain(rows)
     err = _errors(e, mlp, rows)
     assert np.all(err[e.converged] <= RTOL)
+
+
+def test_probes_are_counted_and_calls_stay_bounded(relu_net, counting):
+    # Every query a probe spends is counted for its row, and probes add at
+    # most a fixed number of rounds: calls do not grow with the rows.
+    mlp, X = relu_net
+    fn = counting(mlp.predict_proba)
+    explainer = OpenAPIExplainer(fn, random_state=0).fit(X)
+    rows = _rows_near_boundaries(mlp, X, explainer.scale_, 1e-7)
+    fn.calls = fn.rows = 0
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        e = explainer.explain(rows)
+    assert fn.rows == e.n_queries.sum()
+    assert fn.calls <= 1 + e.n_iter.max() + _MAX_PROBES
+    assert e.converged.mean() >= 0.9
