@@ -1,18 +1,22 @@
-"""One-sided cubes for rows that lie close to a boundary between linear regions.
+"""Thin cubes for rows that lie close to a boundary between linear regions.
 
 A row a small distance ``delta`` from a region boundary can only be sampled
 by cubes much smaller than ``delta``, whose slope estimates the responses'
-rounding noise may leave unresolved. The region itself usually extends much
-further *away* from that boundary. For a continuous piecewise-linear model
-(a ReLU network) the responses just beyond a single boundary differ from the
-row's own linear model by a hinge, ``c * max(0, w @ u - delta)``: rank one
-across the response columns and affine in the offset ``u`` beyond it. The
-points of the cubes that crossed the boundary therefore reveal its normal
-``w`` by a least-squares fit, and a cube folded onto the row's side of the
-boundary can be as large as the region allows.
+rounding noise may leave unresolved. Only the direction across the boundary
+is that confined, though: along the boundary the region usually extends much
+further. For a continuous piecewise-linear model (a ReLU network) the
+responses just beyond a single boundary differ from the row's own linear
+model by a hinge, ``c * max(0, w @ u - delta)``: rank one across the
+response columns and affine in the offset ``u`` beyond it. The points of the
+cubes that crossed the boundary therefore reveal its normal ``w`` by a
+least-squares fit, and a cube *centred on the row*, thinner than ``delta``
+along ``w`` and as wide as the region allows along the boundary, resolves
+every slope but the one across the boundary to the precision of a wide cube.
 
-Nothing here certifies anything: a wrong normal only makes the folded cube
-cross the boundary, which its own consistency test then reports.
+The thin cube is symmetric about the row like any other cube, so curvature
+does not bias its slopes and a further boundary that crosses it leaves
+residuals in proportion to the cube's width; nothing here certifies anything
+by itself.
 """
 
 # SPDX-License-Identifier: BSD-3-Clause
@@ -27,6 +31,8 @@ SPARE = 8
 # A crossed point is used when its hinge residual is at least this fraction
 # of the largest; smaller ones are dominated by the row's own slope error.
 MIN_SHARE = 1e-3
+# The thin cube's half-width across the boundary, as a share of its distance.
+HALF_WIDTH_SHARE = 0.8
 # The hinge must explain the crossed points' residuals to this relative
 # precision, and their second singular value must be this much smaller than
 # the first (a single boundary, not several).
@@ -129,15 +135,17 @@ def fit_hinge(U, E, crossed):
     return Hinge(beta[1:] / gradient, float(offset))
 
 
-def fold(u, normal):
-    """Reflect points onto the row's side of a boundary through the row.
+def thin(u, normal, half_width):
+    """Squeeze points into a slab of ``half_width`` about the row along ``normal``.
 
-    Points with a positive component along ``normal`` are mirrored, so the
-    design keeps the spread of ``u`` in every direction but lies in the
-    half-space ``normal @ u <= 0``.
+    Every point keeps its components along the boundary and is moved to
+    ``+half_width`` or ``-half_width`` along ``normal``, by the sign of its
+    own component: a design symmetric about the row, whose spread across the
+    boundary is the largest one that never reaches it.
     """
     t = u @ normal
-    return u - np.outer(t + np.abs(t), normal)
+    side = np.where(t >= 0.0, 1.0, -1.0)
+    return u + np.outer(half_width * side - t, normal)
 
 
 class BoundaryProbe:

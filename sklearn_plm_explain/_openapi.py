@@ -26,6 +26,7 @@ from sklearn_plm_explain._blackbox import (
     row_generators,
 )
 from sklearn_plm_explain._boundary import (
+    HALF_WIDTH_SHARE,
     SPARE,
     BoundaryProbe,
     crossed_points,
@@ -40,7 +41,7 @@ from sklearn_plm_explain._certify import (
     relative_bound,
 )
 from sklearn_plm_explain._explanation import Explanation
-from sklearn_plm_explain._radius import MAX_GROWTH, Attempt, RadiusSearch
+from sklearn_plm_explain._radius import Attempt, RadiusSearch
 from sklearn_plm_explain._regions import RegionLibrary
 
 __all__ = ["OpenAPIExplainer", "STATUSES"]
@@ -61,6 +62,8 @@ _FIRST_WAVE = 32
 _MIN_CROSSED_SHARE = 0.1
 _PROBE_MARGIN = 1.5
 _MAX_PROBES = 2
+# A thin cube near a boundary may use up to this many times (d + 1) witnesses.
+_THIN_WITNESSES = 8
 
 STATUSES = {
     "exact": "certified: the local linear model is exact to the target tolerance",
@@ -647,10 +650,9 @@ class OpenAPIExplainer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         draws, parts, steps = _pick(~probing, draws, parts, steps)
         cubes = []
         for i, pts, resp in zip(rows, draws, parts):
-            search = searches[i]
-            old = state.cubes[i] if search.keep else search.joined
-            if old is not None:
-                pts, resp = np.vstack([old[0], pts]), np.vstack([old[1], resp])
+            if searches[i].keep:
+                old_pts, old_resp = state.cubes[i]
+                pts, resp = np.vstack([old_pts, pts]), np.vstack([old_resp, resp])
             state.cubes[i] = (pts, resp)
             cubes.append((pts, resp))
         if not cubes:
@@ -729,7 +731,10 @@ class OpenAPIExplainer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
                 )
             )
             search.remember(state.cubes[i])
-            if rel[j] <= self.rtol:
+            # A cube whose residuals stand above the noise is not linear: its
+            # bound, read from those residuals as if they were noise, does not
+            # cover the bias a boundary inside it causes.
+            if rel[j] <= self.rtol and search.last_consistent():
                 state.status[i] = "exact"
                 if state.library is not None:
                     state.library.add(
@@ -756,13 +761,14 @@ class OpenAPIExplainer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
     def _near_boundary(self, state, i, search):
         """What a boundary row does next: probe, search one-sided, or stop.
 
-        Needs a consistent cube (the row's own linear model, if imprecise) and
-        cubes that crossed the boundary. Their hinge gives the boundary's
-        normal, from which a search of cubes folded onto the row's side
-        continues; too few crossed points first get a probe beyond it.
+        Needs a consistent cube (the row's own linear model, if imprecise),
+        cubes that crossed the boundary, and attempts left. The crossed
+        points' hinge gives the boundary's normal and distance, from which a
+        search of cubes thin across the boundary continues; too few crossed
+        points first get a probe.
         """
         kinks = search.kink_cubes()
-        if search.base is None or not kinks:
+        if search.base is None or not kinks or len(search.history) >= self.max_iter:
             return None
         U, Y, which = self._offsets(state, i, [cube for _, cube in kinks])
         base_U, base_Y, _ = self._offsets(state, i, [search.base[1]])
@@ -775,7 +781,7 @@ class OpenAPIExplainer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         need = state.d + 1 + SPARE - crossed.sum()
         if need <= 0:
             hinge = fit_hinge(U, E, crossed)
-            return None if hinge is None else self._one_sided(search, hinge)
+            return None if hinge is None else self._thin_search(search, hinge)
         if len(search.probes) >= _MAX_PROBES:
             return None
         # More points like the largest cube kept: it crossed the boundary the
@@ -794,15 +800,14 @@ class OpenAPIExplainer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         keep = ~bad & np.all(np.isfinite(L), axis=1)
         return ((pts - state.X[i]) / self.scale_)[keep], L[keep], which[keep]
 
-    def _one_sided(self, search, hinge):
-        """A fresh search whose cubes avoid the boundary, joined with the
-        row's consistent cube so that they also vouch for its neighbourhood."""
-        att, cube = search.base
-        growth = float(np.clip(2.0 * att.rel_error / self.rtol, 2.0, MAX_GROWTH))
+    def _thin_search(self, search, hinge):
+        """A fresh search of cubes centred on the row, thin across the
+        boundary and as wide along it as the radius search finds linear."""
         follow = self._new_search(len(self.scale_))
-        follow.radius = min(att.radius * growth, self.max_radius)
-        follow.min_radius = att.radius
-        follow.normal, follow.joined = hinge.normal, cube
+        follow.normal = hinge.normal
+        follow.half_width = HALF_WIDTH_SHARE * hinge.offset
+        follow.min_radius = follow.half_width
+        follow.n_more = _THIN_WITNESSES * (len(self.scale_) + 1)
         follow.noise = search.noise
         follow.spent = len(search.history)
         return follow

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from sklearn_plm_explain._boundary import fold
+from sklearn_plm_explain._boundary import thin
 
 # A residual this many times the noise level is not noise.
 EXCESS_FACTOR = 8.0
@@ -26,6 +26,8 @@ AUGMENT_RANGE = 8.0
 OVERSAMPLE_GAIN = 8.0
 # Cubes that were not linear kept per row, for locating a nearby boundary.
 KEPT_KINKS = 3
+# A thin cube asks for enough points to meet the target with this margin.
+THIN_MARGIN = 1.2
 
 
 @dataclass
@@ -60,14 +62,14 @@ class RadiusSearch:
         self.n_more = n_more
         self.history = []
         self.noise = None
-        # Rows near a boundary: the cubes kept to locate it, the unit normal
-        # of the half-space a one-sided search folds its points into, the
-        # cube every one-sided cube is joined with, and attempts spent before.
+        # Rows near a boundary: the cubes kept to locate it; for a thin search,
+        # the boundary's unit normal and the cube's half-width along it (in
+        # scaled units), and the attempts spent before.
         self.base = None
         self.kinks = []
         self.probes = []
         self.normal = None
-        self.joined = None
+        self.half_width = None
         self.spent = 0
         # Plan of the next attempt: how many new points, and whether they
         # join the previous cube (same radius) or start a new one.
@@ -96,7 +98,15 @@ class RadiusSearch:
 
     def record(self, attempt):
         self.history.append(attempt)
-        self._learn_noise()
+        if self.normal is None:
+            # A thin search keeps the noise its row showed on plain cubes:
+            # residuals that do not fall with the radius there may be a
+            # further boundary, not noise.
+            self._learn_noise()
+
+    def last_consistent(self):
+        """The last attempt's residuals are at the noise level."""
+        return not self._excess(self.history[-1])
 
     def remember(self, cube):
         """Keep the last attempt's cube if locating a boundary may need it.
@@ -122,8 +132,14 @@ class RadiusSearch:
         return kinks + self.probes
 
     def orient(self, u):
-        """Fold a one-sided search's points onto the row's side."""
-        return u if self.normal is None else fold(u, self.normal)
+        """A thin search's design: squeezed across the boundary.
+
+        ``u`` is in units of the radius, which a thin search applies along
+        the boundary only.
+        """
+        if self.normal is None:
+            return u
+        return thin(u, self.normal, self.half_width / self.radius)
 
     def next_radius(self):
         """The next radius to try, or None when no radius can succeed.
@@ -136,6 +152,10 @@ class RadiusSearch:
         if self._augment(last):
             return self.radius
         self.keep = False
+        if self.normal is not None and not self._excess(last):
+            # A wider thin cube would not resolve the slope across the
+            # boundary, and more points would not be enough.
+            return None
         r_lo, r_hi = self._bracket()
         if self._excess(last):
             # After two inconsistent cubes in a row the row is likely near a
@@ -193,11 +213,28 @@ class RadiusSearch:
         # The cube was linear and nearly resolved: more points in it cost less
         # than a new cube and shrink both the noise estimate's uncertainty and
         # the slopes' standard errors.
+        if self.normal is not None:
+            return self._augment_thin(last)
         near = last.rel_error <= AUGMENT_RANGE * self.rtol
         useful = last.estimate_limited and self.n_witnesses < self.n_more
         if self._excess(last) or not near or not useful:
             return False
         extra = max(8, self.n_witnesses)
+        self.n_witnesses += extra
+        self.n_new, self.keep = extra, True
+        return True
+
+    def _augment_thin(self, last):
+        # A thin cube's bound is ruled by its fixed width across the boundary:
+        # only more points shrink it, like one over their square root. Add as
+        # many as that forecast asks for, if the row's allowance has them.
+        if self._excess(last):
+            return False
+        n = self.n_features + self.n_witnesses
+        want = int(np.ceil(n * (THIN_MARGIN * last.rel_error / self.rtol) ** 2))
+        if want > self.n_features + self.n_more:
+            return False
+        extra = max(8, want - n)
         self.n_witnesses += extra
         self.n_new, self.keep = extra, True
         return True

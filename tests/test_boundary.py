@@ -15,8 +15,8 @@ from sklearn_plm_explain._boundary import (
     SPARE,
     crossed_points,
     fit_hinge,
-    fold,
     kink_residuals,
+    thin,
 )
 from sklearn_plm_explain._openapi import _MAX_PROBES
 
@@ -89,15 +89,17 @@ def test_a_row_beyond_the_fitted_boundary_is_refused():
     assert fit_hinge(U, E, crossed) is None
 
 
-def test_fold_keeps_the_row_side_and_the_spread():
+def test_thin_design_is_symmetric_and_stays_inside_the_slab():
     rng = np.random.default_rng(3)
     normal = rng.standard_normal(8)
     normal /= np.linalg.norm(normal)
     u = rng.standard_normal((500, 8))
-    v = fold(u, normal)
-    assert np.all(v @ normal <= 1e-15)
-    np.testing.assert_allclose(np.linalg.norm(v, axis=1), np.linalg.norm(u, axis=1))
-    np.testing.assert_allclose(np.abs(v @ normal), np.abs(u @ normal))
+    v = thin(u, normal, 0.01)
+    np.testing.assert_allclose(np.abs(v @ normal), 0.01)
+    # Components along the boundary are kept; each side gets its own points.
+    along = u - np.outer(u @ normal, normal)
+    np.testing.assert_allclose(v - np.outer(v @ normal, normal), along, atol=1e-12)
+    np.testing.assert_array_equal(np.sign(v @ normal), np.sign(u @ normal))
 
 
 def test_kink_residuals_vanish_on_the_base_model():
@@ -161,8 +163,18 @@ def _errors(e, mlp, rows):
     return np.abs(e.values - truth).sum(1) / np.abs(truth).sum(1)
 
 
-@pytest.mark.parametrize("distance", [1e-8, 1e-7])
+class _PlainSearch(OpenAPIExplainer):
+    """The explainer with boundary location switched off."""
+
+    def _near_boundary(self, state, i, search):
+        return None
+
+
+@pytest.mark.parametrize("distance", [1e-6, 2e-6])
 def test_rows_close_to_a_boundary_are_certified_exact(relu_net, distance):
+    # 1e-6 standard deviations from a boundary: every centred cube that stays
+    # on the row's side is too small to resolve the slope; the thin cube is
+    # not, across the boundary only.
     mlp, X = relu_net
     explainer = OpenAPIExplainer(mlp, random_state=0).fit(X)
     rows = _rows_near_boundaries(mlp, X, explainer.scale_, distance)
@@ -170,9 +182,11 @@ def test_rows_close_to_a_boundary_are_certified_exact(relu_net, distance):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
         e = explainer.explain(rows)
+        plain = _PlainSearch(mlp, random_state=0).fit(X).explain(rows)
     err = _errors(e, mlp, rows)
     assert np.all(err[e.converged] <= RTOL)
     assert e.converged.mean() >= 0.9, e.status
+    assert e.converged.sum() > plain.converged.sum()
 
 
 def test_rows_on_a_boundary_are_never_exact_and_wrong(relu_net):
@@ -242,7 +256,7 @@ def test_probes_are_counted_and_calls_stay_bounded(relu_net, counting):
     mlp, X = relu_net
     fn = counting(mlp.predict_proba)
     explainer = OpenAPIExplainer(fn, random_state=0).fit(X)
-    rows = _rows_near_boundaries(mlp, X, explainer.scale_, 1e-7)
+    rows = _rows_near_boundaries(mlp, X, explainer.scale_, 1e-6)
     fn.calls = fn.rows = 0
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
@@ -250,3 +264,86 @@ def test_probes_are_counted_and_calls_stay_bounded(relu_net, counting):
     assert fn.rows == e.n_queries.sum()
     assert fn.calls <= 1 + e.n_iter.max() + _MAX_PROBES
     assert e.converged.mean() >= 0.9
+
+
+# -- further boundaries on the row's own side ------------------------------------
+def _hand_built_mlp(rng, d, W1, b1, W2, b2):
+    """An MLPClassifier whose weights are set by hand (ReLU, one layer)."""
+    K = W2.shape[1]
+    X = rng.standard_normal((200, d)) * rng.uniform(0.5, 3, d)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        mlp = MLPClassifier((W1.shape[1],), max_iter=1, random_state=0)
+        mlp.fit(X, np.arange(200) % K)
+    mlp.coefs_, mlp.intercepts_ = [W1, W2], [b1, b2]
+    return mlp, X
+
+
+def _unit(rng, d):
+    v = rng.standard_normal(d)
+    return v / np.linalg.norm(v)
+
+
+def _explain_one(mlp, X, x, seed):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        e = OpenAPIExplainer(mlp, random_state=seed).fit(X).explain(x[None])
+    return e, _errors(e, mlp, x[None])[0]
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_a_weak_parallel_boundary_behind_the_row_is_never_certified_across(seed):
+    # The row lies 5e-9 (scaled) from one boundary and 1.2e-8 from a parallel
+    # one on its other side whose jump is a thousand times weaker: the region
+    # beyond the weak one agrees with the row's to within the response noise
+    # at the row, so a cube reaching into it must not be taken for the row's.
+    rng = np.random.default_rng(seed)
+    d, K, H = 2 + seed % 3, 3, 5
+    mlp, X = _hand_built_mlp(
+        rng, d, np.zeros((d, H)), np.zeros(H), np.zeros((H, K)), np.zeros(K)
+    )
+    scale = X.std(axis=0)
+    x = 0.3 * rng.standard_normal(d) * scale
+    n = _unit(rng, d)
+    W1 = rng.standard_normal((d, H)) / scale[:, None]
+    b1 = 1.0 - x @ W1  # units 2.. active, far away
+    W1[:, 0], b1[0] = -n / scale, n @ (x / scale) + 5e-9
+    W1[:, 1], b1[1] = n / scale, -(n @ (x / scale)) + 1.2e-8
+    W2 = rng.standard_normal((H, K))
+    W2[1] *= 1e-3
+    mlp.coefs_, mlp.intercepts_ = [W1, W2], [b1, 0.3 * rng.standard_normal(K)]
+    e, err = _explain_one(mlp, X, x, seed)
+    assert not e.converged[0] or err <= RTOL, (e.status[0], err)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_a_staircase_of_weak_boundaries_is_never_certified_across(seed):
+    # One boundary 3e-9 from the row; on its other side 40 parallel ones
+    # 6e-8 apart whose small jumps add up to a gentle curvature.
+    rng = np.random.default_rng(100 + seed)
+    d, K, M = 2 + seed % 4, 3, 40
+    mlp, X = _hand_built_mlp(
+        rng, d, np.zeros((d, M + 1)), np.zeros(M + 1), np.zeros((M + 1, K)), np.zeros(K)
+    )
+    scale = X.std(axis=0)
+    x = 0.3 * rng.standard_normal(d) * scale
+    n = _unit(rng, d)
+    W1 = np.repeat((-n / scale)[:, None], M + 1, axis=1)
+    b1 = n @ (x / scale) - 6e-8 * np.arange(M + 1)
+    b1[0] = n @ (x / scale) + 3e-9
+    W2 = np.empty((M + 1, K))
+    W2[0] = 3.0 * rng.standard_normal(K)
+    W2[1:] = 0.03 * 6e-8 * _unit(rng, K)
+    mlp.coefs_, mlp.intercepts_ = [W1, W2], [b1, 0.3 * rng.standard_normal(K)]
+    e, err = _explain_one(mlp, X, x, seed)
+    assert not e.converged[0] or err <= RTOL, (e.status[0], err)
+
+
+def test_boundary_search_respects_max_iter(relu_net):
+    mlp, X = relu_net
+    explainer = OpenAPIExplainer(mlp, max_iter=6, random_state=0).fit(X)
+    rows = _rows_near_boundaries(mlp, X, explainer.scale_, 1e-7)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        e = explainer.explain(rows)
+    assert e.n_iter.max() <= 6
