@@ -1,4 +1,4 @@
-"""Rows close to a region boundary: one-sided cubes against the plain search.
+"""Rows close to a region boundary: thin cubes against the plain search.
 
 30 random ReLU networks (``make_blobs`` data, d 2-40, 2-8 classes, 1-3 hidden
 layers of 4-23 units, as in the property tests); in each, 30 training rows are
@@ -6,8 +6,8 @@ moved along the normal of their nearest first-layer unit to a distance of
 ``10**U(-11, -3)`` feature standard deviations from its boundary, on a random
 side. Every row is explained through ``predict_proba`` twice in the same run:
 as the explainer ships, and with the boundary location switched off (the
-search stops at ``"boundary"`` where it would fold its cubes), and checked
-against ``local_linear_model``.
+search stops at ``"boundary"`` where it would go on with cubes thin across the
+boundary), and checked against ``local_linear_model``.
 
 Usage: ``python benchmarks/bench_boundary.py [--networks 30] [--rows 30]``
 """
@@ -83,7 +83,7 @@ def main():
     parser.add_argument("--rows", type=int, default=30)
     args = parser.parse_args()
     print(header("Rows near a region boundary (bench_boundary)"))
-    log_dist, res = [], {"one-sided": [], "plain": []}
+    log_dist, res = [], {"thin": [], "plain": []}
     for seed in range(args.networks):
         mlp, X = network(seed)
         scale = X.std(axis=0)
@@ -95,7 +95,7 @@ def main():
             [place(mlp, X[i], scale, 10.0**t, s) for i, t, s in zip(picks, logs, sides)]
         )
         log_dist.append(logs)
-        res["one-sided"].append(run(OpenAPIExplainer, mlp, X, rows, seed))
+        res["thin"].append(run(OpenAPIExplainer, mlp, X, rows, seed))
         res["plain"].append(run(PlainSearch, mlp, X, rows, seed))
     log_dist = np.concatenate(log_dist)
     merged = {
@@ -107,12 +107,12 @@ def main():
     for lo, hi in BANDS + [(-11, -3)]:
         band = (log_dist >= lo) & (log_dist < hi)
         row = [f"1e{lo} to 1e{hi}" if hi - lo == 2 else "all", band.sum()]
-        for key in ("one-sided", "plain"):
+        for key in ("thin", "plain"):
             exact, wrong, q, _ = merged[key]
             row += [exact[band].sum(), wrong[band].sum(), f"{q[band].mean():.2f}"]
         out.append(row)
     columns = ["distance (std)", "rows"]
-    for key in ("one-sided", "plain"):
+    for key in ("thin", "plain"):
         columns += [f"exact ({key})", f"wrong ({key})", f"queries/(d+2) ({key})"]
     print(table(columns, out))
     print()

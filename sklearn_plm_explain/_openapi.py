@@ -134,7 +134,7 @@ class OpenAPIExplainer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         Target relative L1 error of every class's slope. A row is ``"exact"``
         only when its error bound is at most ``rtol``.
     max_iter : int, default=20
-        Largest number of attempts (radii) per row, those of a one-sided
+        Largest number of attempts (radii) per row, those of a thin-cube
         search near a boundary included.
     scale : "std" or array-like of shape (n_features,), default="std"
         Per-feature unit of the sampling cube. ``"std"`` uses the standard
@@ -759,7 +759,7 @@ class OpenAPIExplainer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
 
     # -- rows near a region boundary --------------------------------------------
     def _near_boundary(self, state, i, search):
-        """What a boundary row does next: probe, search one-sided, or stop.
+        """What a boundary row does next: probe, search with thin cubes, or stop.
 
         Needs a consistent cube (the row's own linear model, if imprecise),
         cubes that crossed the boundary, and attempts left. The crossed
