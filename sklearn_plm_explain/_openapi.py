@@ -807,6 +807,7 @@ class OpenAPIExplainer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         follow.normal = hinge.normal
         follow.half_width = HALF_WIDTH_SHARE * hinge.offset
         follow.min_radius = follow.half_width
+        follow.radius = max(follow.radius, follow.half_width)
         follow.n_more = _THIN_WITNESSES * (len(self.scale_) + 1)
         follow.noise = search.noise
         follow.spent = len(search.history)
