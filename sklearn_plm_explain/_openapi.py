@@ -25,14 +25,6 @@ from sklearn_plm_explain._blackbox import (
     resolve_response_method,
     row_generators,
 )
-from sklearn_plm_explain._boundary import (
-    HALF_WIDTH_SHARE,
-    SPARE,
-    BoundaryProbe,
-    crossed_points,
-    fit_hinge,
-    kink_residuals,
-)
 from sklearn_plm_explain._certify import (
     fit_local_models,
     grid_rounded,
@@ -56,14 +48,6 @@ _ABSOLUTE_DOMINANCE = 100.0
 # With region reuse, the first wave of rows searched is this fraction of the
 # batch; waves then double, so the number of rounds grows by a constant.
 _FIRST_WAVE = 32
-# A probe for more points beyond a boundary expects at least this share of
-# them to cross, and asks for this many times the points still missing (plus
-# a few); a row gets at most this many probes.
-_MIN_CROSSED_SHARE = 0.1
-_PROBE_MARGIN = 1.5
-_MAX_PROBES = 2
-# A thin cube near a boundary may use up to this many times (d + 1) witnesses.
-_THIN_WITNESSES = 8
 
 STATUSES = {
     "exact": "certified: the local linear model is exact to the target tolerance",
@@ -75,8 +59,7 @@ STATUSES = {
     "the largest cube tried, and no cube showed a kink",
     "boundary": "the row is too close to a boundary between linear regions: "
     "every cube small enough to stay in its region is too small to resolve "
-    "the slope at the response precision, and the boundary could not be "
-    "located to search on the row's side of it only",
+    "the slope at the response precision",
     "not_piecewise_linear": "residuals scale like the square of the radius "
     "over several radii: the model is smooth and curved, not piecewise linear",
     "flat": "the responses are bitwise identical all around the row (a dead "
@@ -134,8 +117,7 @@ class OpenAPIExplainer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         Target relative L1 error of every class's slope. A row is ``"exact"``
         only when its error bound is at most ``rtol``.
     max_iter : int, default=20
-        Largest number of attempts (radii) per row, those of a thin-cube
-        search near a boundary included.
+        Largest number of attempts (radii) per row.
     scale : "std" or array-like of shape (n_features,), default="std"
         Per-feature unit of the sampling cube. ``"std"`` uses the standard
         deviation of ``X`` in :meth:`fit`; constant features get the median of
@@ -590,7 +572,6 @@ class OpenAPIExplainer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
             search = searches[i]
             step = search.radius * self.scale_
             u = _design(rngs[i], search.n_new, state.d, fresh=not search.keep)
-            u = search.orient(u)
             draws.append(state.X[i] + step * u)
             steps.append(step)
         c_rows = np.fromiter(confirm, dtype=np.intp)
@@ -641,13 +622,6 @@ class OpenAPIExplainer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         return noise_scale(L[:, None, :], P)[:, 0]
 
     def _attempt(self, state, searches, rows, draws, parts, steps):
-        probing = np.array(
-            [isinstance(searches[i], BoundaryProbe) for i in rows], dtype=bool
-        )
-        for i, pts, resp in zip(rows[probing], *_pick(probing, draws, parts)):
-            self._probed(state, searches, i, (pts, resp))
-        rows = rows[~probing]
-        draws, parts, steps = _pick(~probing, draws, parts, steps)
         cubes = []
         for i, pts, resp in zip(rows, draws, parts):
             if searches[i].keep:
@@ -655,8 +629,6 @@ class OpenAPIExplainer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
                 pts, resp = np.vstack([old_pts, pts]), np.vstack([old_resp, resp])
             state.cubes[i] = (pts, resp)
             cubes.append((pts, resp))
-        if not cubes:
-            return
         sizes = np.array([len(c[0]) for c in cubes])
         for size in np.unique(sizes):
             g = np.flatnonzero(sizes == size)
@@ -730,7 +702,6 @@ class OpenAPIExplainer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
                     bool(by_estimate[j]),
                 )
             )
-            search.remember(state.cubes[i])
             # A cube whose residuals stand above the noise is not linear: its
             # bound, read from those residuals as if they were noise, does not
             # cover the bias a boundary inside it causes.
@@ -743,89 +714,13 @@ class OpenAPIExplainer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
                 del searches[i]
                 continue
             nxt = None
-            if len(search.history) + search.spent < self.max_iter:
+            if len(search.history) < self.max_iter:
                 nxt = search.next_radius()
-            if nxt is not None:
-                search.radius = nxt
-                continue
-            status = self._failure_status(state, i, search)
-            follow = None
-            if status == "boundary":
-                follow = self._near_boundary(state, i, search)
-            if follow is None:
-                self._finish(state, searches, i, status)
+            if nxt is None:
+                state.status[i] = self._failure_status(state, i, search)
+                del searches[i]
             else:
-                searches[i] = follow
-
-    # -- rows near a region boundary --------------------------------------------
-    def _near_boundary(self, state, i, search):
-        """What a boundary row does next: probe, search with thin cubes, or stop.
-
-        Needs a consistent cube (the row's own linear model, if imprecise),
-        cubes that crossed the boundary, and attempts left. The crossed
-        points' hinge gives the boundary's normal and distance, from which a
-        search of cubes thin across the boundary continues; too few crossed
-        points first get a probe.
-        """
-        kinks = search.kink_cubes()
-        if search.base is None or not kinks or len(search.history) >= self.max_iter:
-            return None
-        U, Y, which = self._offsets(state, i, [cube for _, cube in kinks])
-        base_U, base_Y, _ = self._offsets(state, i, [search.base[1]])
-        base_U = np.vstack([np.zeros(state.d), base_U])
-        base_Y = np.vstack([state.L0[i], base_Y])
-        E = kink_residuals(U, Y, base_U, base_Y, self._kind != "regression")
-        crossed = crossed_points(E)
-        if crossed is None:
-            return None
-        need = state.d + 1 + SPARE - crossed.sum()
-        if need <= 0:
-            hinge = fit_hinge(U, E, crossed)
-            return None if hinge is None else self._thin_search(search, hinge)
-        if len(search.probes) >= _MAX_PROBES:
-            return None
-        # More points like the largest cube kept: it crossed the boundary the
-        # most, and only this boundary.
-        largest = int(np.argmax([radius for radius, _ in kinks]))
-        share = max(crossed[which == largest].mean(), _MIN_CROSSED_SHARE)
-        n_new = int(np.ceil(_PROBE_MARGIN * need / share)) + SPARE
-        n_new = min(n_new, _MORE_WITNESSES * (state.d + 1))
-        return BoundaryProbe(search, kinks[largest][0], n_new)
-
-    def _offsets(self, state, i, cubes):
-        """Scaled offsets, log responses and cube index of usable points."""
-        pts = np.vstack([c[0] for c in cubes])
-        which = np.repeat(np.arange(len(cubes)), [len(c[0]) for c in cubes])
-        L, bad = self._to_log(np.vstack([c[1] for c in cubes]))
-        keep = ~bad & np.all(np.isfinite(L), axis=1)
-        return ((pts - state.X[i]) / self.scale_)[keep], L[keep], which[keep]
-
-    def _thin_search(self, search, hinge):
-        """A fresh search of cubes centred on the row, thin across the
-        boundary and as wide along it as the radius search finds linear."""
-        follow = self._new_search(len(self.scale_))
-        follow.normal = hinge.normal
-        follow.half_width = HALF_WIDTH_SHARE * hinge.offset
-        follow.min_radius = follow.half_width
-        follow.radius = max(follow.radius, follow.half_width)
-        follow.n_more = _THIN_WITNESSES * (len(self.scale_) + 1)
-        follow.noise = search.noise
-        follow.spent = len(search.history)
-        return follow
-
-    def _probed(self, state, searches, i, cube):
-        probe = searches[i]
-        probe.parent.probes.append((probe.radius, cube))
-        follow = self._near_boundary(state, i, probe.parent)
-        if follow is None:
-            self._finish(state, searches, i, "boundary")
-        else:
-            searches[i] = follow
-
-    @staticmethod
-    def _finish(state, searches, i, status):
-        state.status[i] = status
-        del searches[i]
+                search.radius = nxt
 
     @staticmethod
     def _clipped(P, n):
@@ -965,12 +860,6 @@ def _design(rng, n, d, fresh):
     # Fix the signs so the first column is +1/sqrt(n), as QR leaves them free.
     Q *= np.sign(np.diag(R))
     return np.sqrt(n) * Q[:, 1:]
-
-
-def _pick(mask, *lists):
-    """The items of each list where ``mask`` is true."""
-    idx = np.flatnonzero(mask)
-    return [[items[j] for j in idx] for items in lists]
 
 
 def _has_text_columns(X):

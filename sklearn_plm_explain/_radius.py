@@ -6,8 +6,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from sklearn_plm_explain._boundary import thin
-
 # A residual this many times the noise level is not noise.
 EXCESS_FACTOR = 8.0
 # Shrink step after an inconsistent attempt.
@@ -24,10 +22,6 @@ MIN_BRACKET = 4.0
 AUGMENT_RANGE = 8.0
 # The most a larger sample in the same cube can tighten the bound.
 OVERSAMPLE_GAIN = 8.0
-# Cubes that were not linear kept per row, for locating a nearby boundary.
-KEPT_KINKS = 3
-# A thin cube asks for enough points to meet the target with this margin.
-THIN_MARGIN = 1.2
 
 
 @dataclass
@@ -62,15 +56,6 @@ class RadiusSearch:
         self.n_more = n_more
         self.history = []
         self.noise = None
-        # Rows near a boundary: the cubes kept to locate it; for a thin search,
-        # the boundary's unit normal and the cube's half-width along it (in
-        # scaled units), and the attempts spent before.
-        self.base = None
-        self.kinks = []
-        self.probes = []
-        self.normal = None
-        self.half_width = None
-        self.spent = 0
         # Plan of the next attempt: how many new points, and whether they
         # join the previous cube (same radius) or start a new one.
         self.n_new = n_features + n_witnesses
@@ -98,48 +83,11 @@ class RadiusSearch:
 
     def record(self, attempt):
         self.history.append(attempt)
-        if self.normal is None:
-            # A thin search keeps the noise its row showed on plain cubes:
-            # residuals that do not fall with the radius there may be a
-            # further boundary, not noise.
-            self._learn_noise()
+        self._learn_noise()
 
     def last_consistent(self):
         """The last attempt's residuals are at the noise level."""
         return not self._excess(self.history[-1])
-
-    def remember(self, cube):
-        """Keep the last attempt's cube if locating a boundary may need it.
-
-        That is the largest consistent cube, whose fit is the row's own linear
-        model, and the latest few that were not linear, whose points beyond
-        the boundary reveal it.
-        """
-        last = self.history[-1]
-        if last.bad or self.normal is not None:
-            return
-        if self._excess(last):
-            self.kinks = (self.kinks + [(last, cube)])[-KEPT_KINKS:]
-        elif self.base is None or last.radius >= self.base[0].radius:
-            self.base = (last, cube)
-
-    def kink_cubes(self):
-        """Kept cubes still not linear under the noise now known, and probes.
-
-        Returns a list of ``(radius, cube)``.
-        """
-        kinks = [(att.radius, cube) for att, cube in self.kinks if self._excess(att)]
-        return kinks + self.probes
-
-    def orient(self, u):
-        """A thin search's design: squeezed across the boundary.
-
-        ``u`` is in units of the radius, which a thin search applies along
-        the boundary only.
-        """
-        if self.normal is None:
-            return u
-        return thin(u, self.normal, self.half_width / self.radius)
 
     def next_radius(self):
         """The next radius to try, or None when no radius can succeed.
@@ -152,10 +100,6 @@ class RadiusSearch:
         if self._augment(last):
             return self.radius
         self.keep = False
-        if self.normal is not None and not self._excess(last):
-            # A wider thin cube would not resolve the slope across the
-            # boundary, and more points would not be enough.
-            return None
         r_lo, r_hi = self._bracket()
         if self._excess(last):
             # After two inconsistent cubes in a row the row is likely near a
@@ -165,11 +109,7 @@ class RadiusSearch:
         else:
             growth = 2.0 * last.rel_error / self.rtol
             want = last.radius * float(np.clip(growth, 2.0, MAX_GROWTH))
-        blocked = False
-        if want < self.min_radius:
-            # The smallest radius allowed is still worth one attempt.
-            blocked = min(a.radius for a in self.history) <= self.min_radius
-            want = self.min_radius
+        blocked = want < self.min_radius
         if r_lo is not None and r_hi is not None:
             if self._hopeless(r_lo, r_hi):
                 return None
@@ -213,28 +153,11 @@ class RadiusSearch:
         # The cube was linear and nearly resolved: more points in it cost less
         # than a new cube and shrink both the noise estimate's uncertainty and
         # the slopes' standard errors.
-        if self.normal is not None:
-            return self._augment_thin(last)
         near = last.rel_error <= AUGMENT_RANGE * self.rtol
         useful = last.estimate_limited and self.n_witnesses < self.n_more
         if self._excess(last) or not near or not useful:
             return False
         extra = max(8, self.n_witnesses)
-        self.n_witnesses += extra
-        self.n_new, self.keep = extra, True
-        return True
-
-    def _augment_thin(self, last):
-        # A thin cube's bound is ruled by its fixed width across the boundary:
-        # only more points shrink it, like one over their square root. Add as
-        # many as that forecast asks for, if the row's allowance has them.
-        if self._excess(last):
-            return False
-        n = self.n_features + self.n_witnesses
-        want = int(np.ceil(n * (THIN_MARGIN * last.rel_error / self.rtol) ** 2))
-        if want > self.n_features + self.n_more:
-            return False
-        extra = max(8, want - n)
         self.n_witnesses += extra
         self.n_new, self.keep = extra, True
         return True
@@ -251,8 +174,6 @@ class RadiusSearch:
 
     def failure_status(self):
         """Name the reason no attempt was certified."""
-        if self.normal is not None:
-            return "boundary"
         exc = [a for a in self.history if not a.bad and self._excess(a)]
         if not exc:
             return "saturated" if any(a.bad for a in self.history) else "imprecise"

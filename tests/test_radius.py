@@ -1,4 +1,4 @@
-"""Rows near a region boundary: locating it, and one-sided certification."""
+"""The radius search near region boundaries: exact or flagged, never wrong."""
 
 import warnings
 
@@ -11,104 +11,9 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.neural_network import MLPClassifier
 
 from sklearn_plm_explain import OpenAPIExplainer, decision_features, local_linear_model
-from sklearn_plm_explain._boundary import (
-    SPARE,
-    crossed_points,
-    fit_hinge,
-    kink_residuals,
-    thin,
-)
-from sklearn_plm_explain._openapi import _MAX_PROBES
+from sklearn_plm_explain._radius import Attempt, RadiusSearch
 
 RTOL = 1e-8
-
-
-# -- the hinge fit ----------------------------------------------------------------
-def _hinge_data(rng, d, K, n, offset, radius=1e-3):
-    normal = rng.standard_normal(d)
-    normal /= np.linalg.norm(normal)
-    c = rng.standard_normal(K)
-    U = radius * rng.standard_normal((n, d))
-    E = np.outer(np.maximum(U @ normal - offset, 0.0), c)
-    return U, E, normal
-
-
-@pytest.mark.parametrize("d, K", [(3, 1), (20, 4), (64, 10)])
-def test_hinge_recovers_the_boundary(d, K):
-    rng = np.random.default_rng(d)
-    offset = 2e-4
-    U, E, normal = _hinge_data(rng, d, K, max(6 * (d + 1), 80), offset)
-    beyond = U @ normal > offset
-    # Rounding noise, and the row's own slope known only to 1e-8.
-    E += 1e-15 * rng.standard_normal(E.shape)
-    E += 1e-8 * U @ rng.standard_normal((d, K))
-    crossed = crossed_points(E)
-    # Points barely beyond may be missed, none on the row's side is taken.
-    assert not np.any(crossed & ~beyond)
-    assert crossed.sum() >= 0.9 * beyond.sum()
-    hinge = fit_hinge(U, E, crossed)
-    assert hinge.normal @ normal == pytest.approx(1.0, abs=1e-6)
-    assert hinge.offset == pytest.approx(offset, rel=1e-3)
-
-
-def test_too_few_crossed_points_are_refused():
-    rng = np.random.default_rng(0)
-    U, E, _ = _hinge_data(rng, 30, 3, 40, 1e-3)
-    crossed = crossed_points(E)
-    assert 0 < crossed.sum() < 30 + 1 + SPARE
-    with pytest.raises(ValueError, match="Too few"):
-        fit_hinge(U, E, crossed)
-
-
-def test_two_boundaries_are_not_taken_for_one():
-    rng = np.random.default_rng(1)
-    U, E1, _ = _hinge_data(rng, 10, 4, 200, 1e-4)
-    normal2 = rng.standard_normal(10)
-    normal2 /= np.linalg.norm(normal2)
-    # Same points, a second boundary with its own normal and jump.
-    E2 = np.outer(np.maximum(U @ normal2 - 1e-4, 0.0), rng.standard_normal(4))
-    assert crossed_points(E1) is not None
-    assert crossed_points(E1 + E2) is None
-
-
-def test_a_boundary_that_is_not_flat_is_refused():
-    # One jump direction, but residuals quadratic beyond the boundary.
-    rng = np.random.default_rng(2)
-    U, E, normal = _hinge_data(rng, 5, 3, 200, 0.0)
-    E = E * (U @ normal)[:, None] / 1e-3
-    assert fit_hinge(U, E, crossed_points(E)) is None
-
-
-def test_a_row_beyond_the_fitted_boundary_is_refused():
-    # Residuals affine on every side: the row itself would be beyond.
-    rng = np.random.default_rng(2)
-    U = 1e-3 * rng.standard_normal((100, 5))
-    E = np.outer(U @ np.ones(5) + 1e-2, [1.0, -1.0])
-    crossed = crossed_points(E)
-    assert crossed.all()
-    assert fit_hinge(U, E, crossed) is None
-
-
-def test_thin_design_is_symmetric_and_stays_inside_the_slab():
-    rng = np.random.default_rng(3)
-    normal = rng.standard_normal(8)
-    normal /= np.linalg.norm(normal)
-    u = rng.standard_normal((500, 8))
-    v = thin(u, normal, 0.01)
-    np.testing.assert_allclose(np.abs(v @ normal), 0.01)
-    # Components along the boundary are kept; each side gets its own points.
-    along = u - np.outer(u @ normal, normal)
-    np.testing.assert_allclose(v - np.outer(v @ normal, normal), along, atol=1e-12)
-    np.testing.assert_array_equal(np.sign(v @ normal), np.sign(u @ normal))
-
-
-def test_kink_residuals_vanish_on_the_base_model():
-    rng = np.random.default_rng(4)
-    slope, icpt = rng.standard_normal((6, 3)), rng.standard_normal(3)
-    base_U = 1e-4 * rng.standard_normal((20, 6))
-    U = 1e-2 * rng.standard_normal((30, 6))
-    E = kink_residuals(U, U @ slope + icpt, base_U, base_U @ slope + icpt, True)
-    np.testing.assert_allclose(E, 0.0, atol=1e-12)
 
 
 # -- rows placed at a known distance from a ReLU boundary --------------------------
@@ -163,30 +68,32 @@ def _errors(e, mlp, rows):
     return np.abs(e.values - truth).sum(1) / np.abs(truth).sum(1)
 
 
-class _PlainSearch(OpenAPIExplainer):
-    """The explainer with boundary location switched off."""
-
-    def _near_boundary(self, state, i, search):
-        return None
-
-
-@pytest.mark.parametrize("distance", [1e-6, 2e-6])
-def test_rows_close_to_a_boundary_are_certified_exact(relu_net, distance):
-    # 1e-6 standard deviations from a boundary: every centred cube that stays
-    # on the row's side is too small to resolve the slope; the thin cube is
-    # not, across the boundary only.
+def test_rows_near_a_boundary_are_certified_when_resolvable(relu_net):
+    # 1e-5 standard deviations from a boundary: cubes small enough to stay on
+    # the row's side still resolve the slope.
     mlp, X = relu_net
     explainer = OpenAPIExplainer(mlp, random_state=0).fit(X)
-    rows = _rows_near_boundaries(mlp, X, explainer.scale_, distance)
+    rows = _rows_near_boundaries(mlp, X, explainer.scale_, 1e-5)
     assert len(rows) == 16
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
         e = explainer.explain(rows)
-        plain = _PlainSearch(mlp, random_state=0).fit(X).explain(rows)
     err = _errors(e, mlp, rows)
     assert np.all(err[e.converged] <= RTOL)
     assert e.converged.mean() >= 0.9, e.status
-    assert e.converged.sum() > plain.converged.sum()
+
+
+@pytest.mark.parametrize("distance", [1e-8, 1e-7])
+def test_rows_too_close_to_a_boundary_are_flagged(relu_net, distance):
+    mlp, X = relu_net
+    explainer = OpenAPIExplainer(mlp, random_state=0).fit(X)
+    rows = _rows_near_boundaries(mlp, X, explainer.scale_, distance)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        e = explainer.explain(rows)
+    err = _errors(e, mlp, rows)
+    assert np.all(err[e.converged] <= RTOL)
+    assert np.all(e.status[~e.converged] == "boundary")
 
 
 def test_rows_on_a_boundary_are_never_exact_and_wrong(relu_net):
@@ -248,22 +155,6 @@ def test_a_thin_slab_between_parallel_boundaries_is_exact_or_flagged():
         e = explainer.explain(rows)
     err = _errors(e, mlp, rows)
     assert np.all(err[e.converged] <= RTOL)
-
-
-def test_probes_are_counted_and_calls_stay_bounded(relu_net, counting):
-    # Every query a probe spends is counted for its row, and probes add at
-    # most a fixed number of rounds: calls do not grow with the rows.
-    mlp, X = relu_net
-    fn = counting(mlp.predict_proba)
-    explainer = OpenAPIExplainer(fn, random_state=0).fit(X)
-    rows = _rows_near_boundaries(mlp, X, explainer.scale_, 1e-6)
-    fn.calls = fn.rows = 0
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", ConvergenceWarning)
-        e = explainer.explain(rows)
-    assert fn.rows == e.n_queries.sum()
-    assert fn.calls <= 1 + e.n_iter.max() + _MAX_PROBES
-    assert e.converged.mean() >= 0.9
 
 
 # -- further boundaries on the row's own side ------------------------------------
@@ -339,7 +230,7 @@ def test_a_staircase_of_weak_boundaries_is_never_certified_across(seed):
     assert not e.converged[0] or err <= RTOL, (e.status[0], err)
 
 
-def test_boundary_search_respects_max_iter(relu_net):
+def test_search_near_a_boundary_respects_max_iter(relu_net):
     mlp, X = relu_net
     explainer = OpenAPIExplainer(mlp, max_iter=6, random_state=0).fit(X)
     rows = _rows_near_boundaries(mlp, X, explainer.scale_, 1e-7)
@@ -347,3 +238,13 @@ def test_boundary_search_respects_max_iter(relu_net):
         warnings.simplefilter("ignore", ConvergenceWarning)
         e = explainer.explain(rows)
     assert e.n_iter.max() <= 6
+
+
+def test_a_cube_with_residuals_above_the_noise_is_not_consistent():
+    # Such a cube is never certified, whatever its bound: residuals read as
+    # noise do not cover the bias of a boundary inside it.
+    search = RadiusSearch(1e-3, 1e-9, 1.0, 1e-8, 4, 5, 20)
+    search.record(Attempt(1e-3, np.array([9.0, 0.5]), 1e-12, False))
+    assert not search.last_consistent()
+    search.record(Attempt(1e-4, np.array([0.9, 0.5]), 1e-9, False))
+    assert search.last_consistent()
