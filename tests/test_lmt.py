@@ -6,7 +6,7 @@ import pickle
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from numpy.testing import assert_allclose, assert_array_equal
 from scipy.special import log_softmax, softmax
@@ -70,7 +70,9 @@ def test_local_linear_model_reproduces_predict_proba(seed, layout, n_classes):
             random_state=seed % 2**31,
         )
     clf = LogisticModelTreeClassifier(prune=False, random_state=0).fit(X, y)
-    assert clf.get_n_leaves() >= 2
+    # The property is about trees with several leaves; a draw whose classes
+    # one logistic model separates well enough grows none.
+    assume(clf.get_n_leaves() >= 2)
 
     rng = np.random.default_rng(seed)
     lo, hi = X.min(axis=0), X.max(axis=0)

@@ -4,7 +4,7 @@ import warnings
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from sklearn.datasets import load_digits, make_blobs
 from sklearn.exceptions import ConvergenceWarning
@@ -132,7 +132,7 @@ def test_openapi_on_random_trees_is_exact_or_flagged(seed, n_classes, reuse, met
     )
     y = y % n_classes
     lmt = LogisticModelTreeClassifier(prune=False, random_state=0).fit(X, y)
-    assert lmt.get_n_leaves() >= 2
+    assume(lmt.get_n_leaves() >= 2)
     rng = np.random.default_rng(seed)
     rows = rng.uniform(X.min(0), X.max(0), size=(20, 3))
     tree = lmt.tree_
