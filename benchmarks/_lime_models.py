@@ -7,29 +7,23 @@ import sys
 import time
 
 import numpy as np
-from sklearn.datasets import load_breast_cancer, load_digits
-from sklearn.ensemble import RandomForestClassifier
-from sklearn.model_selection import train_test_split
-from sklearn.neural_network import MLPClassifier
+
+from sklearn_plm_explain._anchors import make_anchor_model
+
+
+def _anchor(name):
+    a = make_anchor_model(name)
+    return a.model, a.X_train, a.X_test, a.y_train, a.y_test
 
 
 def bc_rf():
     """ANCHORS ``bc_rf``: breast cancer, 500-tree random forest on raw features."""
-    X, y = load_breast_cancer(return_X_y=True)
-    Xtr, Xte, ytr, yte = train_test_split(X, y, test_size=0.2, random_state=0)
-    model = RandomForestClassifier(n_estimators=500, random_state=0).fit(Xtr, ytr)
-    return model, Xtr, Xte, ytr, yte
+    return _anchor("bc_rf")
 
 
 def digits_mlp():
     """ANCHORS ``digits_mlp``: digits / 16, MLP (64, 32) relu."""
-    X, y = load_digits(return_X_y=True)
-    X = X / 16.0
-    Xtr, Xte, ytr, yte = train_test_split(X, y, test_size=0.2, random_state=0)
-    model = MLPClassifier(
-        (64, 32), activation="relu", max_iter=500, random_state=0
-    ).fit(Xtr, ytr)
-    return model, Xtr, Xte, ytr, yte
+    return _anchor("digits_mlp")
 
 
 def mars(X):

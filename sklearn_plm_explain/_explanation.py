@@ -108,7 +108,11 @@ class Explanation:
     def __getitem__(self, key):
         if isinstance(key, (int, np.integer)):
             key = [key]  # keep the row axis
-        rows = {name: arr[key] for name, arr in self._rows.items()}
+        return self._with_rows({name: arr[key] for name, arr in self._rows.items()})
+
+    def _with_rows(self, rows):
+        """An explanation of other rows, with this one's classes, features,
+        method and parameters."""
         return Explanation(
             classes=self.classes,
             feature_names=self.feature_names,
@@ -346,16 +350,11 @@ class Explanation:
                     "concat needs explanations with the same method, features "
                     "and fields."
                 )
-        rows = {
-            name: np.concatenate([e._rows[name] for e in explanations])
-            for name in first.fields
-        }
-        return cls(
-            classes=first.classes,
-            feature_names=first.feature_names,
-            method=first.method,
-            params=first.params,
-            **rows,
+        return first._with_rows(
+            {
+                name: np.concatenate([e._rows[name] for e in explanations])
+                for name in first.fields
+            }
         )
 
     def to_dict(self):

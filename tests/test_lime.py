@@ -504,13 +504,10 @@ def test_parity_with_lime_digits_mlp(discretize):
     The fuller table (bc_rf too, selection auto) is in benchmarks/RESULTS.md.
     """
     lime_tabular = pytest.importorskip("lime.lime_tabular")
-    from sklearn.datasets import load_digits
-    from sklearn.neural_network import MLPClassifier
+    from sklearn_plm_explain._anchors import make_anchor_model
 
-    X, y = load_digits(return_X_y=True)
-    X = X / 16.0
-    Xtr, Xte, ytr, _ = train_test_split(X, y, test_size=0.2, random_state=0)
-    model = MLPClassifier((64, 32), max_iter=500, random_state=0).fit(Xtr, ytr)
+    anchor = make_anchor_model("digits_mlp")
+    model, Xtr, Xte = anchor.model, anchor.X_train, anchor.X_test
     x = Xte[0]
     label = int(model.predict(x[None, :])[0])
     theirs, ours = [], []

@@ -68,6 +68,14 @@ def _errors(e, mlp, rows):
     return np.abs(e.values - truth).sum(1) / np.abs(truth).sum(1)
 
 
+def _explain(explainer, mlp, rows):
+    """Explain rows (warnings about flagged rows silenced) and their errors."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        e = explainer.explain(rows)
+    return e, _errors(e, mlp, rows)
+
+
 def test_rows_near_a_boundary_are_certified_when_resolvable(relu_net):
     # 1e-5 standard deviations from a boundary: cubes small enough to stay on
     # the row's side still resolve the slope.
@@ -75,10 +83,7 @@ def test_rows_near_a_boundary_are_certified_when_resolvable(relu_net):
     explainer = OpenAPIExplainer(mlp, random_state=0).fit(X)
     rows = _rows_near_boundaries(mlp, X, explainer.scale_, 1e-5)
     assert len(rows) == 16
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", ConvergenceWarning)
-        e = explainer.explain(rows)
-    err = _errors(e, mlp, rows)
+    e, err = _explain(explainer, mlp, rows)
     assert np.all(err[e.converged] <= RTOL)
     assert e.converged.mean() >= 0.9, e.status
 
@@ -88,10 +93,7 @@ def test_rows_too_close_to_a_boundary_are_flagged(relu_net, distance):
     mlp, X = relu_net
     explainer = OpenAPIExplainer(mlp, random_state=0).fit(X)
     rows = _rows_near_boundaries(mlp, X, explainer.scale_, distance)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", ConvergenceWarning)
-        e = explainer.explain(rows)
-    err = _errors(e, mlp, rows)
+    e, err = _explain(explainer, mlp, rows)
     assert np.all(err[e.converged] <= RTOL)
     assert np.all(e.status[~e.converged] == "boundary")
 
@@ -100,10 +102,7 @@ def test_rows_on_a_boundary_are_never_exact_and_wrong(relu_net):
     mlp, X = relu_net
     explainer = OpenAPIExplainer(mlp, random_state=0).fit(X)
     rows = _rows_near_boundaries(mlp, X, explainer.scale_, 0.0)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", ConvergenceWarning)
-        e = explainer.explain(rows)
-    err = _errors(e, mlp, rows)
+    e, err = _explain(explainer, mlp, rows)
     assert np.all(err[e.converged] <= RTOL)
     assert np.all(e.status[~e.converged] == "boundary")
 
@@ -118,11 +117,9 @@ def test_near_boundary_rows_exact_or_flagged(relu_net, seed, log_distance, side)
     explainer = OpenAPIExplainer(mlp, random_state=seed).fit(X)
     x = X[seed % len(X)]
     row = _place_near_boundary(mlp, x, explainer.scale_, 10.0**log_distance, side)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", ConvergenceWarning)
-        e = explainer.explain(row[None])
+    e, err = _explain(explainer, mlp, row[None])
     if e.converged[0]:
-        assert _errors(e, mlp, row[None])[0] <= RTOL
+        assert err[0] <= RTOL
 
 
 def test_a_thin_slab_between_parallel_boundaries_is_exact_or_flagged():
@@ -150,26 +147,18 @@ def test_a_thin_slab_between_parallel_boundaries_is_exact_or_flagged():
         )
         rows.append(x)
     rows = np.array(rows)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", ConvergenceWarning)
-        e = explainer.explain(rows)
-    err = _errors(e, mlp, rows)
+    e, err = _explain(explainer, mlp, rows)
     assert np.all(err[e.converged] <= RTOL)
 
 
 # -- further boundaries on the row's own side ------------------------------------
-def _hand_built_mlp(rng, d, W1, b1, W2, b2):
-    """An MLPClassifier whose weights are set by hand (ReLU, one layer).
-
-    One output column makes it binary, as scikit-learn's are.
-    """
-    K = max(W2.shape[1], 2)
+def _mlp_shell(rng, d, n_hidden, n_classes):
+    """A one-layer ReLU MLPClassifier and its data, for weights set by hand."""
     X = rng.standard_normal((200, d)) * rng.uniform(0.5, 3, d)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
-        mlp = MLPClassifier((W1.shape[1],), max_iter=1, random_state=0)
-        mlp.fit(X, np.arange(200) % K)
-    mlp.coefs_, mlp.intercepts_ = [W1, W2], [b1, b2]
+        mlp = MLPClassifier((n_hidden,), max_iter=1, random_state=0)
+        mlp.fit(X, np.arange(200) % n_classes)
     return mlp, X
 
 
@@ -179,10 +168,8 @@ def _unit(rng, d):
 
 
 def _explain_one(mlp, X, x, seed):
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", ConvergenceWarning)
-        e = OpenAPIExplainer(mlp, random_state=seed).fit(X).explain(x[None])
-    return e, _errors(e, mlp, x[None])[0]
+    e, err = _explain(OpenAPIExplainer(mlp, random_state=seed).fit(X), mlp, x[None])
+    return e, err[0]
 
 
 @pytest.mark.parametrize("seed", range(6))
@@ -193,9 +180,7 @@ def test_a_weak_parallel_boundary_behind_the_row_is_never_certified_across(seed)
     # at the row, so a cube reaching into it must not be taken for the row's.
     rng = np.random.default_rng(seed)
     d, K, H = 2 + seed % 3, 3, 5
-    mlp, X = _hand_built_mlp(
-        rng, d, np.zeros((d, H)), np.zeros(H), np.zeros((H, K)), np.zeros(K)
-    )
+    mlp, X = _mlp_shell(rng, d, H, K)
     scale = X.std(axis=0)
     x = 0.3 * rng.standard_normal(d) * scale
     n = _unit(rng, d)
@@ -216,9 +201,7 @@ def test_a_staircase_of_weak_boundaries_is_never_certified_across(seed):
     # 6e-8 apart whose small jumps add up to a gentle curvature.
     rng = np.random.default_rng(100 + seed)
     d, K, M = 2 + seed % 4, 3, 40
-    mlp, X = _hand_built_mlp(
-        rng, d, np.zeros((d, M + 1)), np.zeros(M + 1), np.zeros((M + 1, K)), np.zeros(K)
-    )
+    mlp, X = _mlp_shell(rng, d, M + 1, K)
     scale = X.std(axis=0)
     x = 0.3 * rng.standard_normal(d) * scale
     n = _unit(rng, d)
@@ -237,9 +220,7 @@ def test_search_near_a_boundary_respects_max_iter(relu_net):
     mlp, X = relu_net
     explainer = OpenAPIExplainer(mlp, max_iter=6, random_state=0).fit(X)
     rows = _rows_near_boundaries(mlp, X, explainer.scale_, 1e-7)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", ConvergenceWarning)
-        e = explainer.explain(rows)
+    e, _ = _explain(explainer, mlp, rows)
     assert e.n_iter.max() <= 6
 
 
@@ -264,9 +245,7 @@ def test_a_weak_boundary_just_behind_the_row_can_slip_through():
     # one at an angle of 5e-5 whose output weights are 1.3e-7 times smaller.
     rng = np.random.default_rng(360)
     d, H = 13, 5
-    mlp, X = _hand_built_mlp(
-        rng, d, np.zeros((d, H)), np.zeros(H), np.zeros((H, 1)), np.zeros(1)
-    )
+    mlp, X = _mlp_shell(rng, d, H, 2)  # binary: one output column
     scale = X.std(axis=0)
     x = 0.3 * rng.standard_normal(d) * scale
     n = _unit(rng, d)
