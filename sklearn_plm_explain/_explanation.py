@@ -102,6 +102,10 @@ class Explanation:
             f"{type(self).__name__!s} has no attribute or field {name!r}"
         )
 
+    def __dir__(self):
+        # Per-row fields are attributes too: list them for tab completion.
+        return sorted(set(super().__dir__()) | set(self._rows))
+
     def __len__(self):
         return self._rows["values"].shape[0]
 
@@ -201,7 +205,7 @@ class Explanation:
             columns["target_label"] = np.repeat(self.target_label, d)
         return columns
 
-    def as_list(self, row, top_k=None):
+    def as_list(self, row=None, top_k=None):
         """Feature names and attributions of one row, largest magnitude first.
 
         Like ``lime``'s ``Explanation.as_list``: when the explanation records
@@ -210,8 +214,9 @@ class Explanation:
 
         Parameters
         ----------
-        row : int
-            Index of the explained row.
+        row : int, default=None
+            Index of the explained row; may be left out when the explanation
+            holds a single row (such as ``E[i]``).
         top_k : int, default=None
             Keep only the ``top_k`` largest attributions; ``None`` keeps all.
 
@@ -231,6 +236,12 @@ class Explanation:
         [('b', -2.0), ('c', 1.0)]
         """
         n = len(self)
+        if row is None:
+            if n != 1:
+                raise ValueError(
+                    f"This explanation holds {n} rows; say which with as_list(row)."
+                )
+            row = 0
         if not -n <= row < n:
             raise IndexError(f"row {row} is out of range for {n} explained rows.")
         if top_k is not None and top_k < 1:

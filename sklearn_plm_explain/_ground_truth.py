@@ -14,6 +14,7 @@ from sklearn.preprocessing import (
     MinMaxScaler,
     StandardScaler,
 )
+from sklearn.utils._param_validation import HasMethods, validate_params
 from sklearn.utils.validation import check_array, check_is_fitted
 
 __all__ = ["local_linear_model", "decision_features"]
@@ -21,6 +22,13 @@ __all__ = ["local_linear_model", "decision_features"]
 _PLM_ACTIVATIONS = ("relu", "identity")
 
 
+@validate_params(
+    {
+        "estimator": [HasMethods(["fit"]), HasMethods(["local_linear_model"])],
+        "X": ["array-like"],
+    },
+    prefer_skip_nested_validation=True,
+)
 def local_linear_model(estimator, X):
     """Exact local linear model of a fitted piecewise-linear model at each row.
 
@@ -77,6 +85,10 @@ def local_linear_model(estimator, X):
     return _dispatch(estimator, X)
 
 
+@validate_params(
+    {"W": ["array-like"], "target": ["array-like"]},
+    prefer_skip_nested_validation=True,
+)
 def decision_features(W, target):
     """Decision features ``D_c`` of class ``c = target[i]`` from logit slopes.
 
@@ -96,10 +108,25 @@ def decision_features(W, target):
     D : ndarray of shape (n_samples, n_features)
     """
     W = np.asarray(W, dtype=np.float64)
+    if W.ndim != 3:
+        raise ValueError(
+            "W must have shape (n_samples, n_features, n_outputs); "
+            f"got shape {W.shape}."
+        )
     n, _, C = W.shape
     if C == 1:
         return W[:, :, 0].copy()
-    target = np.asarray(target, dtype=np.intp)
+    target = np.asarray(target)
+    if target.shape != (n,) or target.dtype.kind not in "iu":
+        raise ValueError(
+            f"target must be {n} integer class indices; got an array of "
+            f"shape {target.shape} and dtype {target.dtype}."
+        )
+    if n and (target.min() < 0 or target.max() >= C):
+        raise ValueError(
+            f"target holds class indices outside [0, {C - 1}]: "
+            f"{np.unique(target[(target < 0) | (target >= C)]).tolist()}."
+        )
     centred = W - W.mean(axis=2, keepdims=True)
     return C / (C - 1) * centred[np.arange(n), :, target]
 

@@ -23,6 +23,7 @@ from scipy.special import ndtr, ndtri
 from scipy.stats import qmc
 from sklearn.base import (
     BaseEstimator,
+    OneToOneFeatureMixin,
     TransformerMixin,
     _fit_context,
     clone,
@@ -40,6 +41,7 @@ from sklearn_plm_explain._blackbox import (
     resolve_estimator,
 )
 from sklearn_plm_explain._explanation import Explanation
+from sklearn_plm_explain._validation import unfitted_on_error
 
 __all__ = ["LimeTabularExplainer"]
 
@@ -509,7 +511,7 @@ class _ModelCaller:
 # -----------------------------------------------------------------------------
 # The estimator
 # -----------------------------------------------------------------------------
-class _BaseLime(TransformerMixin, BaseEstimator):
+class _BaseLime(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
     """Shared fit / validation / batching of the LIME explainers."""
 
     _parameter_constraints: dict = {
@@ -558,6 +560,11 @@ class _BaseLime(TransformerMixin, BaseEstimator):
         """
         self._check_params()
         cat_cols = self._categorical_columns(X)
+        with unfitted_on_error(self):
+            self._fit(X, y, cat_cols)
+        return self
+
+    def _fit(self, X, y, cat_cols):
         Xv, X_num, X_cat = self._validate_X(X, cat_cols, reset=True)
         if X_num.shape[0] < 2:
             raise ValueError(
@@ -583,10 +590,33 @@ class _BaseLime(TransformerMixin, BaseEstimator):
         self.estimator_ = resolve_estimator(self.estimator, X, y, type(self).__name__)
         self._setup_caller(X, cat_cols)
         self._setup_outputs(Xv)
-        return self
 
     def _check_params(self):
         pass
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        # Columns of strings or integer codes are sampled as categories.
+        tags.input_tags.string = True
+        tags.input_tags.categorical = True
+        return tags
+
+    def get_feature_names_out(self, input_features=None):
+        """Names of the explained features: one attribution per input feature.
+
+        Parameters
+        ----------
+        input_features : array-like of str or None, default=None
+            Input feature names, checked against those seen in :meth:`fit`.
+
+        Returns
+        -------
+        feature_names_out : ndarray of str objects
+        """
+        check_is_fitted(self)
+        if input_features is None and not hasattr(self, "feature_names_in_"):
+            return np.array([f"x{j}" for j in range(self.n_features_in_)], dtype=object)
+        return super().get_feature_names_out(input_features)
 
     def _categorical_columns(self, X):
         """Column indices treated as categorical (explicit or detected)."""
@@ -1244,6 +1274,9 @@ class LimeTabularExplainer(_BaseLime):
     space_ : object
         Training statistics: means, standard deviations, category and bin
         frequencies, bin edges and per-bin sampling tables.
+    n_outputs_ : int
+        Number of model outputs explained: the number of classes, or 1 in
+        regression mode.
     n_features_in_ : int
         Number of features seen in ``fit``.
     feature_names_in_ : ndarray of str

@@ -35,6 +35,7 @@ from sklearn_plm_explain._certify import (
 from sklearn_plm_explain._explanation import Explanation
 from sklearn_plm_explain._radius import Attempt, RadiusSearch
 from sklearn_plm_explain._regions import RegionLibrary
+from sklearn_plm_explain._validation import unfitted_on_error
 
 __all__ = ["OpenAPIExplainer", "STATUSES"]
 
@@ -163,6 +164,10 @@ class OpenAPIExplainer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         Number of features seen during :meth:`fit`.
     feature_names_in_ : ndarray of shape (n_features_in_,)
         Names of features seen during :meth:`fit`, when they are all strings.
+    numeric_features_ : ndarray of str or None
+        For a DataFrame with non-numeric columns, the names of the numeric
+        columns: the ones perturbed and explained (the others are held at
+        each row's own values). ``None`` when every column is numeric.
 
     See Also
     --------
@@ -255,21 +260,22 @@ class OpenAPIExplainer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         self : object
             Fitted explainer.
         """
-        X_raw = X
-        X, frame = self._numeric_part(X, reset=True)
         if self.min_radius > self.init_radius or self.init_radius > self.max_radius:
             raise ValueError(
                 "Radii must satisfy min_radius <= init_radius <= max_radius; got "
                 f"{self.min_radius}, {self.init_radius}, {self.max_radius}."
             )
-        self.estimator_ = resolve_estimator(
-            self.estimator, X_raw, y, type(self).__name__
-        )
-        self.response_method_, self._kind = resolve_response_method(
-            self.estimator_, self.response_method
-        )
-        self.classes_ = self._resolve_classes(X, frame)
-        self.scale_ = self._resolve_scale(X)
+        with unfitted_on_error(self):
+            X_raw = X
+            X, frame = self._numeric_part(X, reset=True)
+            self.estimator_ = resolve_estimator(
+                self.estimator, X_raw, y, type(self).__name__
+            )
+            self.response_method_, self._kind = resolve_response_method(
+                self.estimator_, self.response_method
+            )
+            self.classes_ = self._resolve_classes(X, frame)
+            self.scale_ = self._resolve_scale(X)
         return self
 
     def _numeric_part(self, X, reset):

@@ -204,7 +204,7 @@ class StableLIMEExplainer(_BaseLime):
     Attributes
     ----------
     estimator_, classes_, categorical_features_, kernel_width_, space_, \
-n_features_in_, feature_names_in_
+n_outputs_, n_features_in_, feature_names_in_
         As in :class:`LimeTabularExplainer`.
 
     See Also

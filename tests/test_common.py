@@ -1,77 +1,103 @@
-"""scikit-learn's common estimator checks over every public estimator."""
+"""Common checks over every public estimator.
 
+scikit-learn's own estimator checks, then the checks scikit-learn runs on its
+own estimators (and imbalanced-learn on its): parameter validation, pandas
+column names and output, fitted attributes documented. All run over the one
+instance list of :mod:`sklearn_plm_explain.utils._test_common`.
+"""
+
+import re
 import warnings
 
 import numpy as np
+import pytest
+from numpydoc.docscrape import ClassDoc
+from sklearn.base import clone
+from sklearn.datasets import load_iris
 from sklearn.exceptions import ConvergenceWarning
-from sklearn.linear_model import LogisticRegression
-from sklearn.neural_network import MLPClassifier
-from sklearn.utils.estimator_checks import parametrize_with_checks
-
-from sklearn_plm_explain import (
-    LimeTabularExplainer,
-    LogisticModelTreeClassifier,
-    OpenAPIExplainer,
-    StableLIMEExplainer,
+from sklearn.utils.estimator_checks import (
+    check_dataframe_column_names_consistency,
+    check_global_output_transform_pandas,
+    check_param_validation,
+    check_set_output_transform_pandas,
+    check_transformer_get_feature_names_out,
+    check_transformer_get_feature_names_out_pandas,
+    parametrize_with_checks,
 )
 
-# Why a check cannot apply, per estimator class. Every entry says why.
-_EXPECTED_FAILURES = {
-    OpenAPIExplainer: {
-        "check_transformer_n_iter": (
-            "max_iter bounds the radius attempts per explained row in "
-            "explain/transform; fit runs no iterations, so there is no n_iter_"
-        ),
-    },
-}
+from sklearn_plm_explain.utils._test_common import (
+    expected_failed_checks,
+    tested_estimators,
+)
+
+ESTIMATORS = tested_estimators()
 
 
-def expected_failed_checks(estimator):
-    """Checks that cannot apply to ``estimator``, with the reason for each."""
-    return _EXPECTED_FAILURES.get(type(estimator), {})
-
-
-def _logistic_proba(X):
-    """A width-agnostic probability model (a plain callable)."""
-    X = np.asarray(X, dtype=float)
-    p = 1 / (1 + np.exp(-X.sum(axis=1) / 10))
-    return np.column_stack([1 - p, p])
-
-
-ESTIMATORS = [
-    OpenAPIExplainer(),
-    OpenAPIExplainer(LogisticRegression(max_iter=1000), random_state=0),
-    OpenAPIExplainer(
-        MLPClassifier((8,), max_iter=300, random_state=0),
-        reuse_regions=True,
-        response_method="predict_proba",
-        random_state=0,
-    ),
-    LimeTabularExplainer(),
-    LimeTabularExplainer(_logistic_proba, num_samples=50, random_state=0),
-    LimeTabularExplainer(
-        LogisticRegression(max_iter=1000),
-        discretize_continuous=False,
-        feature_selection="lasso_path",
-        num_features=2,
-        num_samples=200,
-        random_state=0,
-    ),
-    StableLIMEExplainer(),
-    StableLIMEExplainer(_logistic_proba, num_samples=50, n_max=200, random_state=0),
-    LogisticModelTreeClassifier(),
-    LogisticModelTreeClassifier(prune=False, min_samples_split=5, random_state=0),
-    LogisticModelTreeClassifier(max_iter=3, n_iter_no_change=2, split_point="midpoint"),
-]
-
-
-@parametrize_with_checks(ESTIMATORS, expected_failed_checks=expected_failed_checks)
-def test_sklearn_compatible_estimator(estimator, check):
+def _quiet(check, *args):
     with warnings.catch_warnings():
         # Explanations of rows a tiny model cannot certify warn; so does an
         # MLP stopped early. Neither is what these checks are about.
         warnings.simplefilter("ignore", ConvergenceWarning)
-        check(estimator)
+        check(*args)
+
+
+def _ids(est):
+    return re.sub(r"\s+", "", repr(est))
+
+
+@parametrize_with_checks(ESTIMATORS, expected_failed_checks=expected_failed_checks)
+def test_sklearn_compatible_estimator(estimator, check):
+    _quiet(check, estimator)
+
+
+@pytest.mark.parametrize("estimator", ESTIMATORS, ids=_ids)
+def test_param_validation(estimator):
+    _quiet(check_param_validation, type(estimator).__name__, estimator)
+
+
+@pytest.mark.parametrize("estimator", ESTIMATORS, ids=_ids)
+def test_pandas_column_names_consistency(estimator):
+    pytest.importorskip("pandas")
+    _quiet(check_dataframe_column_names_consistency, type(estimator).__name__, estimator)
+
+
+TRANSFORMERS = [e for e in ESTIMATORS if hasattr(e, "transform")]
+OUTPUT_CHECKS = [
+    check_set_output_transform_pandas,
+    check_global_output_transform_pandas,
+    check_transformer_get_feature_names_out,
+    check_transformer_get_feature_names_out_pandas,
+]
+
+
+@pytest.mark.parametrize("check", OUTPUT_CHECKS, ids=lambda c: c.__name__)
+@pytest.mark.parametrize("estimator", TRANSFORMERS, ids=_ids)
+def test_transformer_feature_names_and_pandas_output(estimator, check):
+    pytest.importorskip("pandas")
+    _quiet(check, type(estimator).__name__, estimator)
+
+
+def _documented_attributes(cls):
+    names = set()
+    for param in ClassDoc(cls)["Attributes"]:
+        names.update(n.strip() for n in param.name.replace("\\", "").split(","))
+    return names
+
+
+@pytest.mark.parametrize("estimator", ESTIMATORS, ids=_ids)
+def test_fitted_attributes_are_documented(estimator):
+    X, y = load_iris(return_X_y=True)
+    est = clone(estimator)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        est.fit(X, y)
+    fitted = {
+        name
+        for name in vars(est)
+        if name.endswith("_") and not name.startswith("_")
+    }
+    missing = fitted - _documented_attributes(type(est))
+    assert not missing, f"{type(est).__name__} does not document {sorted(missing)}"
 
 
 def test_every_public_estimator_is_checked():
@@ -90,3 +116,21 @@ def test_every_public_estimator_is_checked():
         if repr(e.get_params(deep=False)) == repr(type(e)().get_params(deep=False))
     }
     assert defaults == public
+
+
+def test_failed_fit_leaves_the_estimator_unfitted():
+    from sklearn.exceptions import NotFittedError
+    from sklearn.utils.validation import check_is_fitted
+
+    from sklearn_plm_explain import OpenAPIExplainer
+
+    X, y = load_iris(return_X_y=True)
+    bad = OpenAPIExplainer(scale=np.ones(3))  # X has 4 features
+    with pytest.raises(ValueError, match="scale must be"):
+        bad.fit(X, y)
+    with pytest.raises(NotFittedError):
+        check_is_fitted(bad)
+    radii = OpenAPIExplainer(init_radius=1e-12)
+    with pytest.raises(ValueError, match="Radii must satisfy"):
+        radii.fit(X, y)
+    assert not any(name.endswith("_") for name in vars(radii))

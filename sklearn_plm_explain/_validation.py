@@ -1,0 +1,34 @@
+"""Validation helpers shared by the estimators."""
+
+# SPDX-License-Identifier: BSD-3-Clause
+
+from contextlib import contextmanager
+
+__all__ = ["unfitted_on_error"]
+
+
+def _fitted_attributes(estimator):
+    return [
+        name
+        for name in vars(estimator)
+        if name.endswith("_") and not name.startswith("__")
+    ]
+
+
+@contextmanager
+def unfitted_on_error(estimator):
+    """Leave ``estimator`` unfitted if the ``fit`` code inside fails.
+
+    ``check_is_fitted`` accepts any object with an attribute ending in ``_``;
+    a ``fit`` that raises after ``validate_data`` has set ``n_features_in_``
+    would otherwise leave an object that looks fitted and fails later, far
+    from the cause. Every fitted attribute is removed, including those of an
+    earlier successful fit, which the failed call has already overwritten in
+    part.
+    """
+    try:
+        yield
+    except BaseException:
+        for name in _fitted_attributes(estimator):
+            delattr(estimator, name)
+        raise
