@@ -43,7 +43,7 @@ def iris():
 def cancer():
     X, y = load_breast_cancer(return_X_y=True)
     Xtr, Xte, ytr, _ = train_test_split(X, y, test_size=0.2, random_state=0)
-    model = LogisticRegression(max_iter=5000).fit(Xtr, ytr)
+    model = LogisticRegression(solver="newton-cholesky").fit(Xtr, ytr)
     return Xtr, Xte, ytr, model
 
 
@@ -484,7 +484,7 @@ def test_dataframe_model_gets_frames(cancer):
     pd = pytest.importorskip("pandas")
     Xtr, Xte, ytr, _ = cancer
     cols = [f"f{j}" for j in range(Xtr.shape[1])]
-    model = LogisticRegression(max_iter=5000).fit(pd.DataFrame(Xtr, columns=cols), ytr)
+    model = LogisticRegression(solver="newton-cholesky").fit(pd.DataFrame(Xtr, columns=cols), ytr)
     lime = LimeTabularExplainer(model, num_samples=200, random_state=0).fit(Xtr)
     import warnings
 

@@ -228,7 +228,7 @@ def test_categorical_strings():
 def test_determinism_batch_and_jobs():
     X, y = load_breast_cancer(return_X_y=True)
     Xtr, Xte, ytr, _ = train_test_split(X, y, test_size=0.2, random_state=0)
-    model = LogisticRegression(max_iter=5000).fit(Xtr, ytr)
+    model = LogisticRegression(solver="newton-cholesky").fit(Xtr, ytr)
     kw = {"num_features": 3, "num_samples": 300, "n_max": 2000, "random_state": 0}
     a = StableLIMEExplainer(model, **kw).fit(Xtr).explain(Xte[:4], target=1)
     b = StableLIMEExplainer(model, **kw).fit(Xtr).explain(Xte[:4], target=1)
