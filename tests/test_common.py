@@ -134,3 +134,18 @@ def test_failed_fit_leaves_the_estimator_unfitted():
     with pytest.raises(ValueError, match="Radii must satisfy"):
         radii.fit(X, y)
     assert not any(name.endswith("_") for name in vars(radii))
+
+
+def test_hypothesis_profiles_control_every_property_test():
+    # A local max_examples overrides the profile, so that
+    # SKLEARN_PLM_HYPOTHESIS_PROFILE=thorough would not be thorough there:
+    # only the profiles of conftest.py may set it.
+    from pathlib import Path
+
+    this = Path(__file__)
+    local = [
+        p.name
+        for p in sorted(this.parent.glob("test_*.py"))
+        if p != this and "max_examples" in p.read_text(encoding="utf-8")
+    ]
+    assert not local, f"max_examples is set locally in {local}"

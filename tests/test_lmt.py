@@ -6,7 +6,7 @@ import pickle
 
 import numpy as np
 import pytest
-from hypothesis import assume, given, settings
+from hypothesis import assume, given
 from hypothesis import strategies as st
 from numpy.testing import assert_allclose, assert_array_equal
 from scipy.special import log_softmax, softmax
@@ -47,7 +47,7 @@ def _checkerboard(n, seed, n_classes, n_cells):
 # The exact local linear model.
 
 
-@settings(max_examples=15, deadline=None)
+
 @given(
     seed=st.integers(0, 2**32 - 1),
     layout=st.sampled_from(["xor", "checkerboard", "clusters"]),

@@ -4,7 +4,7 @@ import warnings
 
 import numpy as np
 import pytest
-from hypothesis import assume, given, settings
+from hypothesis import assume, given
 from hypothesis import strategies as st
 from sklearn.datasets import load_digits, make_blobs
 from sklearn.exceptions import ConvergenceWarning
@@ -117,7 +117,7 @@ def test_reuse_changes_nothing_for_a_network():
     assert np.all(_rel_err(shared, mlp, rows)[both] <= 1e-8)
 
 
-@settings(max_examples=10, deadline=None)
+
 @given(
     seed=st.integers(0, 2**31 - 1),
     n_classes=st.integers(2, 4),
