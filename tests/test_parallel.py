@@ -11,6 +11,7 @@ from sklearn.neural_network import MLPClassifier
 from sklearn.preprocessing import StandardScaler
 
 from sklearn_plm_explain import OpenAPIExplainer
+from sklearn_plm_explain.utils._test_common import tested_estimators
 
 
 @pytest.fixture(scope="module")
@@ -139,3 +140,33 @@ def test_lime_explainers_identical_across_jobs_and_backends(bc, kind):
         other = run(n_jobs=2)
     for field in ref.fields:
         np.testing.assert_array_equal(getattr(ref, field), getattr(other, field))
+
+
+EXPLAINERS = [e for e in tested_estimators() if hasattr(e, "explain")]
+
+
+@pytest.mark.parametrize("index", range(len(EXPLAINERS)))
+def test_every_tested_explainer_gives_the_sequential_result(index):
+    from sklearn.base import clone
+    from sklearn.datasets import load_iris
+
+    X, y = load_iris(return_X_y=True)
+    rows = X[::15]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        est = clone(EXPLAINERS[index]).set_params(random_state=0).fit(X, y)
+        ref = est.explain(rows)
+        with parallel_config(backend="threading"):
+            par = est.set_params(n_jobs=2).explain(rows)
+    np.testing.assert_array_equal(ref.status, par.status)
+    # BLAS may round a response differently in a smaller batch: values agree
+    # far below any certificate's tolerance, not always bitwise. A row that
+    # reuses a region's model uses another row's fit (within 2 rtol), and
+    # which row that is depends on the chunks (README, "Rows that share a
+    # linear region").
+    reuse = getattr(est, "reuse_regions", False)
+    tol = 2 * est.rtol if reuse else 1e-9
+    if not reuse:
+        np.testing.assert_array_equal(ref.n_queries, par.n_queries)
+    scale = np.abs(ref.values).sum(axis=1) + 1e-300
+    assert np.all(np.abs(ref.values - par.values).sum(axis=1) <= tol * scale)

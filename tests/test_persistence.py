@@ -19,7 +19,10 @@ from sklearn_plm_explain import (
     StableLIMEExplainer,
 )
 
+from sklearn_plm_explain.utils._test_common import tested_estimators
+
 KINDS = ["openapi", "lime", "slime", "lmt"]
+ESTIMATORS = tested_estimators()
 
 
 def _joblib_round_trip(obj):
@@ -91,3 +94,26 @@ def test_explanations_round_trip(iris, kind, trip):
         np.testing.assert_array_equal(getattr(back, name), getattr(e, name))
     np.testing.assert_array_equal(back.classes, e.classes)
     assert len(back[1:3]) == 2
+
+
+@pytest.fixture(scope="module")
+def fitted_instances(iris):
+    X, y = iris
+    fitted = []
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        for est in ESTIMATORS:
+            # Outputs are compared: fix the seed of those that sample.
+            fixed = clone(est).set_params(random_state=0)
+            fitted.append(fixed.fit(X, y))
+    return fitted
+
+
+@pytest.mark.parametrize("index", range(len(ESTIMATORS)))
+def test_every_tested_instance_round_trips(iris, fitted_instances, index):
+    X, _ = iris
+    est = fitted_instances[index]
+    for trip in (_pickle_round_trip, _joblib_round_trip):
+        back = trip(est)
+        np.testing.assert_array_equal(_output(back, X[:3]), _output(est, X[:3]))
+        assert repr(back) == repr(est)

@@ -190,3 +190,25 @@ def test_passthrough_columns_in_ground_truth_and_explanations(layout):
     truth = decision_features(W, e.target)
     rel = np.abs(e.values - truth).sum(1) / np.abs(truth).sum(1)
     assert e.converged.all() and np.all(rel <= 1e-8)
+
+
+@pytest.mark.parametrize("kind", ["openapi", "lime", "slime"])
+def test_pandas_output_of_every_explainer_in_a_pipeline(bc_frame, kind):
+    from sklearn_plm_explain import LimeTabularExplainer, StableLIMEExplainer
+
+    model, X, _ = bc_frame
+    frozen = FrozenEstimator(model)
+    explainer = {
+        "openapi": OpenAPIExplainer(frozen, random_state=0),
+        "lime": LimeTabularExplainer(frozen, num_samples=100, random_state=0),
+        "slime": StableLIMEExplainer(
+            frozen, num_features=2, num_samples=100, n_max=200, random_state=0
+        ),
+    }[kind]
+    pipe = Pipeline([("explain", explainer)]).set_output(transform="pandas")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        out = pipe.fit(X).transform(X.iloc[:3])
+    assert isinstance(out, pd.DataFrame)
+    assert list(out.columns) == list(X.columns)
+    np.testing.assert_array_equal(out.index, X.index[:3])
