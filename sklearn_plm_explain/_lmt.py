@@ -76,6 +76,7 @@ def _logitboost(
     test=None,
     n_iter_no_change=None,
     scoring="error",
+    prior_errors=None,
 ):
     """Run up to ``n_iter`` LogitBoost iterations starting from a linear model.
 
@@ -95,11 +96,17 @@ def _logitboost(
         When given, the error on these rows is recorded after every
         iteration (and before the first one).
     n_iter_no_change : int or None
-        Stop once the running minimum of the test error has not decreased
-        for this many iterations (only with ``test``).
+        Early stop (only with ``test``), as Weka's LogitBoost does it: once
+        more than ``n_iter_no_change`` iterations in a row have not lowered
+        the running minimum of the error (the error of iteration 0 does not
+        count towards the minimum), the next iteration is the last.
     scoring : {"error", "mae"}
         Test criterion: weighted misclassification rate, or weighted mean
         absolute error of the class probabilities.
+    prior_errors : ndarray of shape (n_iter + 1,) or None
+        Test errors of the folds already done, summed per iteration. The
+        early stop watches this fold's error *plus* these, as Weka does
+        during its cross-validation of the number of iterations.
 
     Returns
     -------
@@ -158,7 +165,8 @@ def _logitboost(
             return (mae @ sw_test) / sw_test_sum
 
         errors = [test_error()]
-        best, since_best = errors[0], 0
+        prior = np.zeros(n_iter + 1) if prior_errors is None else prior_errors
+        running_min, not_lowered = np.inf, 0
 
     n_done = 0
     for _ in range(n_iter):
@@ -215,12 +223,13 @@ def _logitboost(
             FT_test += step_icpt
             err = test_error()
             errors.append(err)
-            if err < best:
-                best, since_best = err, 0
+            if n_iter_no_change is not None and not_lowered > n_iter_no_change:
+                break
+            total = err + prior[n_done]
+            if total < running_min:
+                running_min, not_lowered = total, 0
             else:
-                since_best += 1
-                if n_iter_no_change is not None and since_best >= n_iter_no_change:
-                    break
+                not_lowered += 1
     # Every iteration added (g_j - mean_k g_k) (C - 1)/C to class j; the sum
     # over iterations can be centred once since centring is linear.
     coef += (slope_sum - slope_sum.mean(axis=1, keepdims=True)) * shrink
@@ -456,9 +465,11 @@ class LogisticModelTreeClassifier(ClassifierMixin, BaseEstimator):
       ``p (1 - p)`` unless clipped), and the class scores are updated by
       ``F_j += (f_j - mean_k f_k) (C - 1)/C``.
     * The number of iterations is chosen once, by cross-validation of a
-      stand-alone logistic model at the root (at most ``max_iter``; a fold
-      stops after ``n_iter_no_change`` iterations that do not lower its
-      running minimum error), and reused at every node.
+      stand-alone logistic model at the root (at most ``max_iter``; each
+      fold boosts no further than the folds before it, and stops early once
+      more than ``n_iter_no_change`` iterations in a row have not lowered
+      the running minimum of the error summed over the folds done so far),
+      and reused at every node.
     * A node with total weight above ``min_samples_split`` is split with
       C4.5's binary split on a numeric feature (gain ratio with the MDL
       correction, at least ``min_samples_leaf`` per branch). Each child
@@ -481,9 +492,11 @@ class LogisticModelTreeClassifier(ClassifierMixin, BaseEstimator):
         Fixed number of LogitBoost iterations per node (Weka's ``-I``).
         ``None`` chooses it by cross-validation.
     n_iter_no_change : int or None, default=50
-        During the cross-validation a fold stops boosting once its running
-        minimum error has not improved for this many iterations. ``None``
-        always runs ``max_iter`` iterations.
+        Early stop of the iteration cross-validation, as in Weka: once more
+        than this many iterations in a row have not lowered the running
+        minimum of the error summed over the folds done so far, the fold
+        stops after one more iteration. ``None`` always runs ``max_iter``
+        iterations.
     iter_scoring : {"error", "mae"}, default="error"
         Criterion of the iteration cross-validation: misclassification rate
         (Weka's default) or mean absolute error of the probabilities
@@ -754,16 +767,19 @@ class LogisticModelTreeClassifier(ClassifierMixin, BaseEstimator):
         errors = np.zeros(self.max_iter + 1)
         completed = self.max_iter
         for train, test in splits:
+            # As in Weka: a fold boosts at most as far as every earlier fold
+            # went, and stops early on the error summed over the folds so far.
             _, _, n_done, errs = _logitboost(
                 X[train],
                 Y[train],
                 sw[train],
                 np.zeros((d, n_classes)),
                 np.zeros(n_classes),
-                self.max_iter,
+                completed,
                 test=(X[test], yk[test], sw[test]),
                 n_iter_no_change=self.n_iter_no_change,
                 scoring=self.iter_scoring,
+                prior_errors=errors,
             )
             errors[: n_done + 1] += errs
             # Only iterations that every fold reached can be compared.
