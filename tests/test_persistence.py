@@ -18,7 +18,6 @@ from sklearn_plm_explain import (
     OpenAPIExplainer,
     StableLIMEExplainer,
 )
-
 from sklearn_plm_explain.utils._test_common import tested_estimators
 
 KINDS = ["openapi", "lime", "slime", "lmt"]
