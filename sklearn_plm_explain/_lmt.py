@@ -362,19 +362,28 @@ class _GrownTree:
 
     def route(self, X):
         """Per row: the nodes of its path (padded with -1) by depth."""
-        n = X.shape[0]
-        path = np.full((n, int(self.depth.max()) + 1), -1, dtype=np.intp)
-        node = np.zeros(n, dtype=np.intp)
-        rows = np.arange(n)
-        for level in range(path.shape[1]):
+        path = np.full((X.shape[0], int(self.depth.max()) + 1), -1, dtype=np.intp)
+        walk = _descend(X, self.left, self.right, self.feature, self.threshold)
+        for level, (rows, node) in enumerate(walk):
             path[rows, level] = node
-            inner = self.left[node] >= 0
-            rows, node = rows[inner], node[inner]
-            if rows.size == 0:
-                break
-            go_left = X[rows, self.feature[node]] <= self.threshold[node]
-            node = np.where(go_left, self.left[node], self.right[node])
         return path
+
+
+def _descend(X, left, right, feature, threshold):
+    """Send every row of ``X`` from the root down to its leaf.
+
+    Yields, level by level from the root, the rows still descending and the
+    node each of them has reached; ``left[node] < 0`` marks a leaf, and rows
+    with ``x[feature] <= threshold`` go left.
+    """
+    rows = np.arange(X.shape[0])
+    node = np.zeros(X.shape[0], dtype=np.intp)
+    while rows.size:
+        yield rows, node
+        inner = left[node] >= 0
+        rows, node = rows[inner], node[inner]
+        go_left = X[rows, feature[node]] <= threshold[node]
+        node = np.where(go_left, left[node], right[node])
 
 
 class LogisticModelTree:
@@ -430,26 +439,18 @@ class LogisticModelTree:
         self.max_depth = int(self.depths.max())
 
     def apply(self, X, return_path=False):
-        n = X.shape[0]
-        node = np.zeros(n, dtype=np.intp)
-        rows = np.arange(n)
-        path_rows, path_nodes = [rows], [node.copy()]
-        while True:
-            inner = self.children_left[node[rows]] >= 0
-            rows = rows[inner]
-            if rows.size == 0:
-                break
-            at = node[rows]
-            go_left = X[rows, self.feature[at]] <= self.threshold[at]
-            node[rows] = np.where(
-                go_left, self.children_left[at], self.children_right[at]
-            )
-            if return_path:
-                path_rows.append(rows)
-                path_nodes.append(node[rows])
+        leaf = np.zeros(X.shape[0], dtype=np.intp)
+        path_rows, path_nodes = [], []
+        walk = _descend(
+            X, self.children_left, self.children_right, self.feature, self.threshold
+        )
+        for rows, node in walk:
+            leaf[rows] = node
+            path_rows.append(rows)
+            path_nodes.append(node)
         if return_path:
-            return node, np.concatenate(path_rows), np.concatenate(path_nodes)
-        return node
+            return leaf, np.concatenate(path_rows), np.concatenate(path_nodes)
+        return leaf
 
 
 class LogisticModelTreeClassifier(ClassifierMixin, BaseEstimator):
