@@ -413,3 +413,64 @@ def test_split_point_actual_value_or_midpoint():
     assert_array_equal(actual.tree_.feature, mid.tree_.feature)
     assert_array_equal(actual.apply(X), mid.apply(X))
     assert not np.any(np.isin(mid.tree_.threshold[inner], X))
+
+
+# --------------------------------------------------------------------------
+# The early stop of the iteration cross-validation, as Weka counts it.
+
+
+def _separable():
+    rng = np.random.default_rng(0)
+    X = np.concatenate([rng.normal(-5, 1, (40, 1)), rng.normal(5, 1, (40, 1))])
+    y = np.repeat([0, 1], 40)
+    return X, y
+
+
+@pytest.mark.parametrize("k", [1, 2, 5])
+def test_early_stop_counts_as_weka(k):
+    from sklearn_plm_explain._lmt import _logitboost
+
+    X, y = _separable()
+    Y = y[:, None] == np.arange(2)
+    start = np.zeros((1, 2)), np.zeros(2)
+    # Iteration 0 errs on half the rows (all scores tie), every later one on
+    # none: the minimum is reached at iteration 1 and never lowered again.
+    # Weka continues while at most k iterations in a row failed to lower it,
+    # and stops after the next: k + 2 iterations past the minimum.
+    *_, n_done, errors = _logitboost(
+        X, Y, np.ones(80), *start, 100, test=(X, y, np.ones(80)), n_iter_no_change=k
+    )
+    assert errors[0] == 0.5 and np.all(errors[1:] == 0)
+    assert n_done == 1 + k + 2
+
+
+def test_early_stop_watches_the_error_summed_over_folds():
+    from sklearn_plm_explain._lmt import _logitboost
+
+    X, y = _separable()
+    Y = y[:, None] == np.arange(2)
+    start = np.zeros((1, 2)), np.zeros(2)
+    # Earlier folds whose summed error keeps falling: this fold's own error
+    # stalls, but the sum does not, so it runs to the end.
+    falling = np.linspace(1.0, 0.0, 31)
+    *_, n_done, _ = _logitboost(
+        X,
+        Y,
+        np.ones(80),
+        *start,
+        30,
+        test=(X, y, np.ones(80)),
+        n_iter_no_change=2,
+        prior_errors=falling,
+    )
+    assert n_done == 30
+
+
+def test_later_folds_boost_no_further_than_earlier_ones():
+    X, y = _separable()
+    lmt = LogisticModelTreeClassifier(n_iter_no_change=1, prune=False)
+    lmt.fit(X, y)
+    # Every fold stops 3 iterations past its minimum (iteration 1); the
+    # errors compared are those every fold reached.
+    assert lmt.cv_errors_.shape == (1 + 1 + 1 + 2,)
+    assert lmt.n_iter_ == 1
