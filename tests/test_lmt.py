@@ -15,7 +15,8 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.model_selection import train_test_split
 
 from sklearn_plm_explain import LogisticModelTreeClassifier
-from sklearn_plm_explain._lmt import _best_split, _logitboost
+from sklearn_plm_explain._lmt._logitboost import logitboost as _logitboost
+from sklearn_plm_explain._lmt._split import best_split as _best_split
 
 
 def _xor(n, seed, noise=0.0):
@@ -428,7 +429,7 @@ def _separable():
 
 @pytest.mark.parametrize("k", [1, 2, 5])
 def test_early_stop_counts_as_weka(k):
-    from sklearn_plm_explain._lmt import _logitboost
+    from sklearn_plm_explain._lmt._logitboost import logitboost as _logitboost
 
     X, y = _separable()
     Y = y[:, None] == np.arange(2)
@@ -445,7 +446,7 @@ def test_early_stop_counts_as_weka(k):
 
 
 def test_early_stop_watches_the_error_summed_over_folds():
-    from sklearn_plm_explain._lmt import _logitboost
+    from sklearn_plm_explain._lmt._logitboost import logitboost as _logitboost
 
     X, y = _separable()
     Y = y[:, None] == np.arange(2)
