@@ -601,23 +601,6 @@ class _BaseLime(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         tags.input_tags.categorical = True
         return tags
 
-    def get_feature_names_out(self, input_features=None):
-        """Names of the explained features: one attribution per input feature.
-
-        Parameters
-        ----------
-        input_features : array-like of str or None, default=None
-            Input feature names, checked against those seen in :meth:`fit`.
-
-        Returns
-        -------
-        feature_names_out : ndarray of str objects
-        """
-        check_is_fitted(self)
-        if input_features is None and not hasattr(self, "feature_names_in_"):
-            return np.array([f"x{j}" for j in range(self.n_features_in_)], dtype=object)
-        return super().get_feature_names_out(input_features)
-
     def _categorical_columns(self, X):
         """Column indices treated as categorical (explicit or detected)."""
         cf = self.categorical_features
