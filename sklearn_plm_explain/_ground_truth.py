@@ -17,6 +17,8 @@ from sklearn.preprocessing import (
 from sklearn.utils._param_validation import HasMethods, validate_params
 from sklearn.utils.validation import check_array, check_is_fitted
 
+from sklearn_plm_explain._validation import is_numeric_dtype
+
 __all__ = ["local_linear_model", "decision_features"]
 
 _PLM_ACTIVATIONS = ("relu", "identity")
@@ -165,7 +167,7 @@ def _column_pipeline(pipe, X):
     columns of that row.
     """
     ct = pipe.steps[0][1]
-    numeric = [c for c in X.columns if X[c].dtype.kind in "biuf"]
+    numeric = [c for c in X.columns if is_numeric_dtype(X[c].dtype)]
     X_num = check_array(X[numeric].to_numpy(), dtype=np.float64)
     Z = ct.transform(X)
     Z = np.asarray(Z.toarray() if hasattr(Z, "toarray") else Z, dtype=np.float64)

@@ -41,7 +41,7 @@ from sklearn_plm_explain._blackbox import (
     resolve_estimator,
 )
 from sklearn_plm_explain._explanation import Explanation
-from sklearn_plm_explain._validation import unfitted_on_error
+from sklearn_plm_explain._validation import is_numeric_dtype, unfitted_on_error
 
 __all__ = ["LimeTabularExplainer"]
 
@@ -1123,7 +1123,7 @@ def _detect_categorical(X):
     dtypes = getattr(X, "dtypes", None)
     if dtypes is not None:
         return np.array(
-            [j for j, dt in enumerate(dtypes) if not _is_numeric_dtype(dt)],
+            [j for j, dt in enumerate(dtypes) if not is_numeric_dtype(dt)],
             dtype=np.intp,
         )
     arr = np.asarray(X)
@@ -1137,13 +1137,6 @@ def _detect_categorical(X):
         ],
         dtype=np.intp,
     )
-
-
-def _is_numeric_dtype(dt):
-    try:
-        return np.issubdtype(np.dtype(dt), np.number) or np.dtype(dt) == bool
-    except TypeError:
-        return False
 
 
 def _numeric_columns(Xv, num, names):

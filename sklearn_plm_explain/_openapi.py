@@ -35,7 +35,7 @@ from sklearn_plm_explain._certify import (
 from sklearn_plm_explain._explanation import Explanation
 from sklearn_plm_explain._radius import Attempt, RadiusSearch
 from sklearn_plm_explain._regions import RegionLibrary
-from sklearn_plm_explain._validation import unfitted_on_error
+from sklearn_plm_explain._validation import is_numeric_dtype, unfitted_on_error
 
 __all__ = ["OpenAPIExplainer", "STATUSES"]
 
@@ -300,7 +300,7 @@ class OpenAPIExplainer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         validate_data(self, X, skip_check_array=True, reset=reset)
         if reset:
             self.numeric_features_ = np.array(
-                [c for c in X.columns if _is_numeric(X[c])], dtype=object
+                [c for c in X.columns if is_numeric_dtype(X[c].dtype)], dtype=object
             )
         numeric = list(self.numeric_features_)
         others = [c for c in X.columns if c not in numeric]
@@ -873,11 +873,7 @@ def _has_text_columns(X):
     dtypes = getattr(X, "dtypes", None)
     if dtypes is None or not hasattr(X, "columns"):
         return False
-    return not all(_is_numeric(X[c]) for c in X.columns)
-
-
-def _is_numeric(column):
-    return column.dtype.kind in "biuf"
+    return not all(is_numeric_dtype(X[c].dtype) for c in X.columns)
 
 
 def _pad_partial(part, n, n_outputs, d):

@@ -4,7 +4,27 @@
 
 from contextlib import contextmanager
 
-__all__ = ["unfitted_on_error"]
+import numpy as np
+
+__all__ = ["is_numeric_dtype", "unfitted_on_error"]
+
+
+def is_numeric_dtype(dtype):
+    """Whether a column of this dtype holds numbers the explainers perturb.
+
+    Booleans, integers and reals (numpy kinds ``b``, ``i``, ``u``, ``f``,
+    pandas' nullable ``Int64``/``Float64``/``boolean`` included) are numeric;
+    strings, objects, categories, dates and complex numbers are not. This is
+    the one definition every explainer and :func:`local_linear_model` use to
+    tell the numeric columns of a DataFrame from the others.
+    """
+    kind = getattr(dtype, "kind", None)
+    if kind is None:
+        try:
+            kind = np.dtype(dtype).kind
+        except TypeError:
+            return False
+    return kind in "biuf"
 
 
 def _fitted_attributes(estimator):
