@@ -9,7 +9,6 @@ import os
 import sys
 import time
 import warnings
-from collections import Counter
 
 import numpy as np
 from sklearn.base import is_regressor
@@ -17,7 +16,7 @@ from sklearn.exceptions import ConvergenceWarning
 
 from sklearn_plm_explain import __version__
 from sklearn_plm_explain._anchors import make_anchor_model
-from sklearn_plm_explain._explanation import Explanation
+from sklearn_plm_explain._explanation import Explanation, count_statuses
 from sklearn_plm_explain._ground_truth import local_linear_model
 from sklearn_plm_explain._lime import LimeTabularExplainer
 from sklearn_plm_explain._openapi import OpenAPIExplainer
@@ -103,10 +102,8 @@ def _flagged(status):
     failed = status[status != "exact"]
     if failed.size == 0:
         return "0"
-    names, counts = np.unique(failed, return_counts=True)
-    return (
-        f"{failed.size} (" + ", ".join(f"{c} {n}" for n, c in zip(names, counts)) + ")"
-    )
+    counts = count_statuses(failed)
+    return f"{failed.size} (" + ", ".join(f"{c} {n}" for n, c in counts.items()) + ")"
 
 
 class _CLIError(Exception):
@@ -225,7 +222,6 @@ def _make_explainer(model, args):
 def _explain_in_chunks(explainer, X, target, chunk_size):
     """Explain ``X`` chunk by chunk, reporting progress on stderr."""
     parts, n = [], X.shape[0]
-    statuses = Counter()
     for start in range(0, n, chunk_size):
         stop = min(start + chunk_size, n)
         with warnings.catch_warnings():
@@ -237,12 +233,12 @@ def _explain_in_chunks(explainer, X, target, chunk_size):
             # Row references are local to a chunk: make them global.
             reused = part.reused_from
             reused[reused >= 0] += start
-        statuses.update(str(s) for s in part.status)
         parts.append(part)
         print(f"explained {stop}/{n} rows", file=sys.stderr, flush=True)
-    summary = ", ".join(f"{k} {v}" for k, v in sorted(statuses.items()))
+    result = Explanation.concat(parts)
+    summary = ", ".join(f"{k} {v}" for k, v in result.status_counts().items())
     print(f"statuses: {summary}", file=sys.stderr)
-    return Explanation.concat(parts)
+    return result
 
 
 def _write_csv(explanation, out):

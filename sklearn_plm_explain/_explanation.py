@@ -106,6 +106,16 @@ class Explanation:
         # Per-row fields are attributes too: list them for tab completion.
         return sorted(set(super().__dir__()) | set(self._rows))
 
+    def status_counts(self):
+        """Number of rows of each status.
+
+        Returns
+        -------
+        counts : dict of str to int
+            By status name, in sorted order; only statuses that occur.
+        """
+        return count_statuses(self._rows["status"])
+
     def __len__(self):
         return self._rows["values"].shape[0]
 
@@ -129,12 +139,8 @@ class Explanation:
         n, d = len(self), len(self.feature_names)
         extra = ""
         if "status" in self._rows:
-            names, counts = np.unique(self._rows["status"], return_counts=True)
-            extra = (
-                ", status={"
-                + ", ".join(f"{k!s}: {v}" for k, v in zip(names, counts))
-                + "}"
-            )
+            counts = count_statuses(self._rows["status"])
+            extra = ", status={" + ", ".join(f"{k}: {v}" for k, v in counts.items()) + "}"
         return (
             f"Explanation(method={self.method!r}, n_samples={n}, n_features={d}{extra})"
         )
@@ -429,3 +435,9 @@ def _jsonable(value):
         return value
     except TypeError:
         return repr(value)
+
+
+def count_statuses(status):
+    """Number of rows of each status, by status name in sorted order."""
+    names, counts = np.unique(np.asarray(status).astype(str), return_counts=True)
+    return dict(zip(names.tolist(), counts.tolist()))

@@ -32,7 +32,7 @@ from sklearn_plm_explain._certify import (
     noise_scale,
     relative_bound,
 )
-from sklearn_plm_explain._explanation import Explanation
+from sklearn_plm_explain._explanation import Explanation, count_statuses
 from sklearn_plm_explain._radius import Attempt, RadiusSearch
 from sklearn_plm_explain._regions import RegionLibrary
 from sklearn_plm_explain._validation import is_numeric_dtype, unfitted_on_error
@@ -899,8 +899,7 @@ def _warn_failures(status):
     failed = status != "exact"
     if not failed.any():
         return
-    names, counts = np.unique(status[failed], return_counts=True)
-    summary = ", ".join(f"{c} {s}" for s, c in zip(names, counts))
+    summary = ", ".join(f"{c} {s}" for s, c in count_statuses(status[failed]).items())
     rows = np.flatnonzero(failed)
     shown = ", ".join(map(str, rows[:10])) + (" ..." if rows.size > 10 else "")
     warnings.warn(

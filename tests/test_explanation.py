@@ -141,3 +141,22 @@ def test_wide_frame_keeps_features_named_like_diagnostics():
     frame = e.to_frame()
     assert frame["status"].tolist() == [0.5]
     assert frame["explanation_status"].tolist() == ["exact"]
+
+
+def test_status_counts_and_repr_count_the_same():
+    from sklearn_plm_explain import Explanation
+
+    e = Explanation(
+        values=np.zeros((4, 2)),
+        target=[0, 0, 1, 1],
+        classes=[0, 1],
+        feature_names=["a", "b"],
+        method="demo",
+        status=["exact", "boundary", "exact", "flat"],
+    )
+    assert e.status_counts() == {"boundary": 1, "exact": 2, "flat": 1}
+    assert "status={boundary: 1, exact: 2, flat: 1}" in repr(e)
+    assert "status" in dir(e) and "values" in dir(e)
+    with pytest.raises(ValueError, match="holds 4 rows"):
+        e.as_list()
+    assert e[2].as_list() == e.as_list(2)
