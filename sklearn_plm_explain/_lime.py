@@ -41,7 +41,11 @@ from sklearn_plm_explain._blackbox import (
     resolve_estimator,
 )
 from sklearn_plm_explain._explanation import Explanation
-from sklearn_plm_explain._validation import is_numeric_dtype, unfitted_on_error
+from sklearn_plm_explain._validation import (
+    class_indices,
+    is_numeric_dtype,
+    unfitted_on_error,
+)
 
 __all__ = ["LimeTabularExplainer"]
 
@@ -828,31 +832,14 @@ class _BaseLime(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
             return None
         if self.classes_ is None:
             raise ValueError("target must be None in regression mode.")
-        t = np.asarray(target)
-        if t.ndim == 0:
-            t = np.full(n, t.item(), dtype=t.dtype)
-        if t.shape != (n,):
-            raise ValueError(
-                f"target has shape {t.shape}; expected ({n},) or a scalar."
-            )
-        return self._class_indices(t, "target")
+        return class_indices(self.classes_, target, n)
 
     def _resolve_labels(self, labels):
         if labels is None:
             return np.empty(0, dtype=np.intp)
         if self.classes_ is None:
             raise ValueError("labels must be None in regression mode.")
-        return self._class_indices(np.atleast_1d(np.asarray(labels)), "labels")
-
-    def _class_indices(self, values, what):
-        lookup = {v: i for i, v in enumerate(self.classes_.tolist())}
-        idx = np.array([lookup.get(v, -1) for v in values.tolist()], dtype=np.intp)
-        if np.any(idx < 0):
-            raise ValueError(
-                f"{what} contains values that are not classes of the model "
-                f"(classes: {self.classes_.tolist()})."
-            )
-        return idx
+        return class_indices(self.classes_, labels, what="labels")
 
     def _feature_names(self):
         names = getattr(self, "feature_names_in_", None)

@@ -35,7 +35,11 @@ from sklearn_plm_explain._certify import (
 from sklearn_plm_explain._explanation import Explanation, count_statuses
 from sklearn_plm_explain._radius import Attempt, RadiusSearch
 from sklearn_plm_explain._regions import RegionLibrary
-from sklearn_plm_explain._validation import is_numeric_dtype, unfitted_on_error
+from sklearn_plm_explain._validation import (
+    class_indices,
+    is_numeric_dtype,
+    unfitted_on_error,
+)
 
 __all__ = ["OpenAPIExplainer", "STATUSES"]
 
@@ -449,22 +453,7 @@ class OpenAPIExplainer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
     def _target_indices(self, target, n):
         if self.classes_ is None or target is None:
             return np.full(n, -1, dtype=np.intp)
-        labels = np.asarray(target)
-        if labels.ndim == 0:
-            labels = np.full(n, labels[()], dtype=labels.dtype)
-        if labels.shape != (n,):
-            raise ValueError(
-                f"target must be one label or {n} labels; got shape {labels.shape}."
-            )
-        idx = np.searchsorted(self.classes_, labels)
-        idx = np.clip(idx, 0, len(self.classes_) - 1)
-        unknown = self.classes_[idx] != labels
-        if np.any(unknown):
-            raise ValueError(
-                f"Unknown target label(s) {np.unique(labels[unknown])[:5].tolist()}; "
-                f"the model's classes are {self.classes_.tolist()}."
-            )
-        return idx.astype(np.intp)
+        return class_indices(self.classes_, target, n)
 
     def _black_box(self, frame=None):
         names = getattr(self.estimator_, "feature_names_in_", None)

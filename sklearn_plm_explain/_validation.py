@@ -6,7 +6,7 @@ from contextlib import contextmanager
 
 import numpy as np
 
-__all__ = ["is_numeric_dtype", "unfitted_on_error"]
+__all__ = ["class_indices", "is_numeric_dtype", "unfitted_on_error"]
 
 
 def is_numeric_dtype(dtype):
@@ -52,3 +52,44 @@ def unfitted_on_error(estimator):
         for name in _fitted_attributes(estimator):
             delattr(estimator, name)
         raise
+
+
+def class_indices(classes, labels, n=None, what="target"):
+    """Indices into ``classes`` of class labels, checked before any query.
+
+    Parameters
+    ----------
+    classes : array-like of shape (n_classes,)
+        The model's classes.
+    labels : label or array-like of labels
+        With ``n``: one label (used for every row) or ``n`` labels, one per
+        row. Without: any number of labels.
+    n : int or None, default=None
+        Number of explained rows.
+    what : str, default="target"
+        The argument's name, for error messages.
+
+    Returns
+    -------
+    indices : ndarray of int
+    """
+    labels = np.asarray(labels)
+    if n is None:
+        labels = np.atleast_1d(labels)
+    else:
+        if labels.ndim == 0:
+            labels = np.full(n, labels[()], dtype=labels.dtype)
+        if labels.shape != (n,):
+            raise ValueError(
+                f"{what} must be one label or {n} labels; got shape {labels.shape}."
+            )
+    known = np.asarray(classes).tolist()
+    lookup = {label: i for i, label in enumerate(known)}
+    idx = np.array([lookup.get(v, -1) for v in labels.tolist()], dtype=np.intp)
+    if np.any(idx < 0):
+        unknown = list(dict.fromkeys(labels[idx < 0].tolist()))[:5]
+        raise ValueError(
+            f"Unknown {what} label(s) {unknown}: not classes of the model, "
+            f"whose classes are {known}."
+        )
+    return idx

@@ -51,3 +51,18 @@ def test_explainers_and_ground_truth_agree_on_numeric_columns():
     lime = LimeTabularExplainer(proba, num_samples=20).fit(X)
     assert list(openapi.numeric_features_) == ["a", "n"]
     assert list(lime.categorical_features_) == [2, 3]
+
+
+def test_class_indices_broadcast_and_name_unknown_labels():
+    from sklearn_plm_explain._validation import class_indices
+
+    classes = np.array(["cat", "dog", "eel"])
+    np.testing.assert_array_equal(class_indices(classes, "dog", 3), [1, 1, 1])
+    np.testing.assert_array_equal(class_indices(classes, ["eel", "cat"], 2), [2, 0])
+    np.testing.assert_array_equal(
+        class_indices(classes, ["eel"], what="labels"), [2]
+    )
+    with pytest.raises(ValueError, match=r"Unknown labels label\(s\) \['ant'\]"):
+        class_indices(classes, ["ant", "cat"], what="labels")
+    with pytest.raises(ValueError, match="one label or 3 labels"):
+        class_indices(classes, ["cat", "dog"], 3)
