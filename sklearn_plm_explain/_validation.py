@@ -89,7 +89,7 @@ def class_indices(classes, labels, n=None, what="target"):
     if np.any(idx < 0):
         unknown = list(dict.fromkeys(labels[idx < 0].tolist()))[:5]
         raise ValueError(
-            f"Unknown {what} label(s) {unknown}: not classes of the model, "
+            f"Unknown {what} {unknown}: not classes of the model, "
             f"whose classes are {known}."
         )
     return idx
