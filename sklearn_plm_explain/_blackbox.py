@@ -260,11 +260,17 @@ def row_generators(X, seed):
     explanation independent of the batch it came in and of ``n_jobs``.
     Identical rows get identical explanations.
     """
-    X = np.ascontiguousarray(X, dtype=np.float64)
-    return [
-        np.random.default_rng(np.random.SeedSequence([seed, zlib.crc32(row.tobytes())]))
-        for row in X
-    ]
+    return [np.random.default_rng(row_seed(row, seed)) for row in X]
+
+
+def row_seed(row, seed):
+    """The seed of one explained row: the call's seed and the row's content.
+
+    Every explainer derives its per-row randomness from this, so that a row's
+    explanation depends on neither the batch it came in nor ``n_jobs``.
+    """
+    content = np.ascontiguousarray(row, dtype=np.float64).tobytes()
+    return np.random.SeedSequence([seed, zlib.crc32(content)])
 
 
 def _limited(func, *args):

@@ -39,6 +39,7 @@ from sklearn_plm_explain._blackbox import (
     base_seed,
     map_row_chunks,
     resolve_estimator,
+    row_seed,
 )
 from sklearn_plm_explain._explanation import Explanation
 from sklearn_plm_explain._validation import (
@@ -1057,8 +1058,7 @@ def _row_streams(key_row, seed, sampling="random"):
     ``sampling="qmc"`` the explanation stream is quasi-random; held-out
     scoring always uses independent draws.
     """
-    entropy = [seed, zlib.crc32(np.ascontiguousarray(key_row, np.float64).tobytes())]
-    children = np.random.SeedSequence(entropy).spawn(2)
+    children = row_seed(key_row, seed).spawn(2)
     main, holdout = (np.random.default_rng(c) for c in children)
     if sampling == "qmc":
         main = _SobolStream(main)
