@@ -687,3 +687,96 @@ def test_plain_json_protocol_in_a_pipeline_of_chunks(data, bad_service):
     P = remote.predict_proba(rows)
     np.testing.assert_array_equal(P, np.full((len(rows), 3), 1 / 3))
     assert remote.stats.requests == 1
+
+
+# -- the command line --------------------------------------------------------------------------------
+@pytest.fixture
+def cli_files(data, tmp_path):
+    import csv
+
+    import joblib
+
+    model, X, _ = data
+    joblib.dump(model, tmp_path / "mlp.joblib")
+    with open(tmp_path / "rows.csv", "w", newline="") as fh:
+        writer = csv.writer(fh)
+        writer.writerow(["sepal_length", "sepal_width", "petal_length", "petal_width"])
+        writer.writerows(X[::12].tolist())
+    return tmp_path
+
+
+def _cli(capsys, *args):
+    from sklearn_plm_explain._cli import main
+
+    code = main([str(a) for a in args])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.mark.parametrize(
+    "method, extra", [("openapi", []), ("lime", ["--num-samples", 100])]
+)
+def test_cli_explains_a_served_model_as_a_local_one(
+    cli_files, proxy, capsys, method, extra
+):
+    common = ["explain", "--data", cli_files / "rows.csv", "--method", method, *extra]
+    code, local, _ = _cli(capsys, *common, "--model", cli_files / "mlp.joblib")
+    assert code == 0
+    served = [
+        "--url",
+        proxy.url,
+        "--protocol",
+        "mlflow",
+        "--header",
+        f"Authorization: {SECRET}",
+        "--max-batch-rows",
+        100000,  # one request per model call, as the local model gets
+    ]
+    code, remote, err = _cli(capsys, *common, *served)
+    assert code == 0, err
+    assert remote == local
+    assert "remote: " in err and "rows sent" in err
+    assert SECRET not in err + remote
+    assert all(h.get("authorization") == SECRET for h in proxy.forwarded.headers)
+
+
+def test_cli_checkpoint_resumes_a_run_stopped_by_its_budget(cli_files, proxy, capsys):
+    common = [
+        "explain",
+        "--data",
+        cli_files / "rows.csv",
+        "--url",
+        proxy.url,
+        "--chunk-size",
+        4,
+        "--checkpoint",
+        cli_files / "ckpt",
+    ]
+    code, whole, _ = _cli(
+        capsys,
+        "explain",
+        "--data",
+        cli_files / "rows.csv",
+        "--url",
+        proxy.url,
+        "--chunk-size",
+        4,
+    )
+    assert code == 0
+    total = proxy.forwarded.rows
+    proxy.reset()
+    code, _, err = _cli(capsys, *common, "--max-queries", total // 2)
+    assert code == 2
+    assert "max_queries" in err and "run the same command again to resume" in err
+    assert proxy.forwarded.rows <= total // 2
+    first = proxy.forwarded.rows
+    code, resumed, err = _cli(capsys, *common)
+    assert code == 0, err
+    assert resumed == whole
+    assert "(from the checkpoint)" in err
+    # The finished chunks were not sent again.
+    assert proxy.forwarded.rows - first < total
+    # Once finished, the same command sends nothing.
+    proxy.reset()
+    code, again, _ = _cli(capsys, *common)
+    assert code == 0 and again == whole and proxy.forwarded.requests == 0
