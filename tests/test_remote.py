@@ -749,6 +749,8 @@ def test_cli_checkpoint_resumes_a_run_stopped_by_its_budget(cli_files, proxy, ca
         proxy.url,
         "--chunk-size",
         4,
+        "--classes",
+        "0,1,2",  # known: fitting the explainer sends no probe
         "--checkpoint",
         cli_files / "ckpt",
     ]
@@ -761,6 +763,8 @@ def test_cli_checkpoint_resumes_a_run_stopped_by_its_budget(cli_files, proxy, ca
         proxy.url,
         "--chunk-size",
         4,
+        "--classes",
+        "0,1,2",
     )
     assert code == 0
     total = proxy.forwarded.rows
