@@ -41,6 +41,17 @@ class ModelResponseError(ValueError):
         # belongs to turns them into ``rows`` (see ``BlackBox._call``).
         self.query_rows = None if query_rows is None else np.asarray(query_rows)
 
+    def __reduce__(self):
+        # Picklable (process workers send their errors back) although the
+        # constructor takes more than the message.
+        return (_rebuild_error, (type(self), self.args), self.__dict__)
+
+
+def _rebuild_error(cls, args):
+    err = cls.__new__(cls)
+    Exception.__init__(err, *args)
+    return err
+
 
 class QueryBudgetExceeded(ModelResponseError):
     """The next request to the model would exceed its query budget.

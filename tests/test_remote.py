@@ -264,10 +264,17 @@ def test_faults_do_not_change_the_result(data, proxy, faulty, method, caplog):
     with caplog.at_level(logging.DEBUG, logger="sklearn_plm_explain.remote"):
         got = _explain(_explainers(remote)[method].fit(X), rows)
     assert_same(got, clean)
-    stats = remote.stats
-    injected = sum(faulty.faults.values())
-    assert injected > 0 and stats.retries == injected
-    assert sum(stats.retry_reasons.values()) == stats.retries
+    stats, faults = remote.stats, faulty.faults
+    assert faults["500"] + faults["503"] + faults["429"] + faults["drop"] > 0
+    # Each injected fault costs one retry; on a loaded machine an answer may
+    # also come later than the timeout, which costs one more.
+    reasons = stats.retry_reasons
+    assert reasons.get("HTTP 500", 0) == faults["500"]
+    assert reasons.get("HTTP 503", 0) == faults["503"]
+    assert reasons.get("HTTP 429", 0) == faults["429"]
+    assert reasons.get("connection", 0) == faults["drop"]
+    assert reasons.get("timeout", 0) >= faults["delay"]
+    assert sum(reasons.values()) == stats.retries
     print(f"{method}: faults {dict(faulty.faults)}; retries {stats.retry_reasons}")
     # Every retry is logged, never with the secret.
     assert sum("retrying" in r.getMessage() for r in caplog.records) == stats.retries
@@ -277,20 +284,16 @@ def test_faults_do_not_change_the_result(data, proxy, faulty, method, caplog):
 def test_all_fault_kinds_are_retried(data, mlflow_server):
     model, X, _ = data
     script = ["500", "503", "delay", "drop", ("429", "0.05"), "503"]
-    p = servers.FaultProxy(mlflow_server.url, delay=1.0, script=script).start()
+    p = servers.FaultProxy(mlflow_server.url, delay=2.0, script=script).start()
     try:
-        remote = _remote(p.url, timeout=0.5, backoff=0.01, max_retries=6)
+        remote = _remote(p.url, timeout=1.0, backoff=0.01, max_retries=8)
         P = remote.predict_proba(X[:5])
     finally:
         p.stop()
     np.testing.assert_array_equal(P, model.predict_proba(X[:5]))
-    assert remote.stats.retry_reasons == {
-        "HTTP 500": 1,
-        "HTTP 503": 2,
-        "timeout": 1,
-        "connection": 1,
-        "HTTP 429": 1,
-    }
+    reasons = remote.stats.retry_reasons
+    assert reasons.pop("timeout") >= 1  # more if the machine is slow
+    assert reasons == {"HTTP 500": 1, "HTTP 503": 2, "connection": 1, "HTTP 429": 1}
 
 
 @pytest.mark.parametrize("value", ["1", "http-date"])
@@ -299,7 +302,7 @@ def test_retry_after_is_honoured(data, mlflow_server, value):
     if value == "http-date":
         from email.utils import formatdate
 
-        value = formatdate(time.time() + 2, usegmt=True)  # whole seconds: 1 to 2 s
+        value = formatdate(time.time() + 3, usegmt=True)  # whole seconds: 2 to 3 s
     p = servers.FaultProxy(mlflow_server.url, script=[("429", value)]).start()
     try:
         remote = _remote(p.url, backoff=0.0)
@@ -416,6 +419,8 @@ def bad_service():
         P = np.full((len(rows), 3), 1 / 3)
         if kind == "ok":
             return JSONResponse(P.tolist())
+        if kind == "mirror":  # the rows as received, parsed by Python's json
+            return Response(json.dumps(rows.tolist()), media_type="application/json")
         if kind == "html":
             return Response("<html>gateway</html>", media_type="text/html")
         if kind == "shape":
@@ -784,3 +789,33 @@ def test_cli_checkpoint_resumes_a_run_stopped_by_its_budget(cli_files, proxy, ca
     proxy.reset()
     code, again, _ = _cli(capsys, *common)
     assert code == 0 and again == whole and proxy.forwarded.requests == 0
+
+
+def test_floats_round_trip_exactly(bad_service):
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((50, 7)) * 10.0 ** rng.integers(-300, 300, (50, 7))
+    X[0, :3] = [np.nextafter(1.0, 2.0), 5e-324, np.finfo(float).max]
+    remote = RemoteModel(f"{bad_service.url}/mirror", protocol="json", max_batch_rows=9)
+    np.testing.assert_array_equal(remote.predict_proba(X), X)
+
+
+def test_errors_and_partials_come_back_from_process_workers(data):
+    import functools
+
+    from sklearn_plm_explain import Explanation
+
+    _, X, rows = data
+    err = ModelResponseError("boom", rows=[1], query_rows=[0])
+    again = pickle.loads(pickle.dumps(err))
+    assert str(again) == "boom" and again.rows.tolist() == [1]
+    budget = QueryBudgetExceeded("over", rows=[], budget=3, used=1, needed=5)
+    assert pickle.loads(pickle.dumps(budget)).needed == 5
+    # A model answering NaN, explained by two loky workers.
+    nan_model = functools.partial(np.multiply, np.nan)
+    explainer = LimeTabularExplainer(
+        nan_model, num_samples=50, n_jobs=2, random_state=0
+    ).fit(X)
+    with pytest.raises(ModelResponseError, match="non-finite") as info:
+        explainer.explain(rows)
+    assert isinstance(info.value.partial, Explanation)
+    assert (info.value.partial.status == "not_run").all()
