@@ -449,7 +449,8 @@ def _add_explain(sub):
         "--chunk-size",
         type=_positive_int,
         default=200,
-        help="rows explained between two progress lines on stderr",
+        help="rows explained between two progress lines on stderr (and per "
+        "checkpoint chunk with --checkpoint)",
     )
     explain.add_argument(
         "--checkpoint",
