@@ -9,24 +9,31 @@ model tree that is itself a piecewise-linear model
 
 # SPDX-License-Identifier: BSD-3-Clause
 
-from sklearn_plm_explain._blackbox import ModelResponseError
+from sklearn_plm_explain._blackbox import ModelResponseError, QueryBudgetExceeded
+from sklearn_plm_explain._checkpoint import Checkpoint, CheckpointError
 from sklearn_plm_explain._display import ExplanationDisplay
 from sklearn_plm_explain._explanation import Explanation
 from sklearn_plm_explain._ground_truth import decision_features, local_linear_model
 from sklearn_plm_explain._lime import LimeTabularExplainer
 from sklearn_plm_explain._lmt import LogisticModelTreeClassifier
 from sklearn_plm_explain._openapi import STATUSES, OpenAPIExplainer
+from sklearn_plm_explain._remote import RemoteModel, RemoteStats
 from sklearn_plm_explain._stable_lime import StableLIMEExplainer
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "Checkpoint",
+    "CheckpointError",
     "Explanation",
     "ExplanationDisplay",
     "LimeTabularExplainer",
     "LogisticModelTreeClassifier",
     "ModelResponseError",
     "OpenAPIExplainer",
+    "QueryBudgetExceeded",
+    "RemoteModel",
+    "RemoteStats",
     "STATUSES",
     "StableLIMEExplainer",
     "decision_features",

@@ -13,7 +13,7 @@ from sklearn.utils.parallel import Parallel, delayed
 from sklearn.utils.validation import check_is_fitted
 from threadpoolctl import threadpool_limits
 
-__all__ = ["ModelResponseError"]
+__all__ = ["ModelResponseError", "QueryBudgetExceeded"]
 
 # Rows of a probability response may miss 1 by this much before we refuse them.
 _PROBA_SUM_ATOL = 1e-6
@@ -32,10 +32,60 @@ class ModelResponseError(ValueError):
         status ``"not_run"``), so that no finished work is lost.
     """
 
-    def __init__(self, message, rows, partial=None):
+    def __init__(self, message, rows, partial=None, *, query_rows=None):
         super().__init__(message)
         self.rows = np.asarray(rows)
         self.partial = partial
+        # Positions, in the one model call that failed, of the query points
+        # concerned; a caller that knows which explained row each point
+        # belongs to turns them into ``rows`` (see ``BlackBox._call``).
+        self.query_rows = None if query_rows is None else np.asarray(query_rows)
+
+    def __reduce__(self):
+        # Picklable (process workers send their errors back) although the
+        # constructor takes more than the message.
+        return (_rebuild_error, (type(self), self.args), self.__dict__)
+
+
+def _rebuild_error(cls, args):
+    err = cls.__new__(cls)
+    Exception.__init__(err, *args)
+    return err
+
+
+class QueryBudgetExceeded(ModelResponseError):
+    """The next request to the model would exceed its query budget.
+
+    Raised by :class:`RemoteModel` *before* sending a request that would take
+    the number of rows sent past ``max_queries``; nothing beyond the budget is
+    sent. Like every :class:`ModelResponseError` raised while explaining, its
+    ``partial`` holds every row finished so far.
+
+    Attributes
+    ----------
+    budget : int
+        The budget, ``max_queries``.
+    used : int
+        Rows already sent (or committed to requests in flight).
+    needed : int
+        Rows the refused request or model call would have sent.
+    """
+
+    def __init__(
+        self,
+        message,
+        rows,
+        partial=None,
+        *,
+        query_rows=None,
+        budget=None,
+        used=None,
+        needed=None,
+    ):
+        super().__init__(message, rows, partial, query_rows=query_rows)
+        self.budget = budget
+        self.used = used
+        self.needed = needed
 
 
 def resolve_estimator(estimator, X, y, owner):
@@ -172,7 +222,11 @@ class BlackBox:
         if hasattr(fn, "fit") or not callable(fn):
             fn = getattr(self.estimator, self.method)
         self.n_calls += 1
-        return fn(X)
+        try:
+            return fn(X)
+        except ModelResponseError as err:
+            _name_explained_rows(err, owners)
+            raise
 
     def query(self, X, owners):
         """Return the validated responses, shape (n_points, n_outputs).
@@ -237,6 +291,30 @@ class BlackBox:
             _raise_rows("probabilities that do not sum to 1", bad, owners)
 
 
+def _name_explained_rows(err, owners):
+    """Say which explained rows the query points of a failed call belong to.
+
+    A model that raises :class:`ModelResponseError` itself (such as
+    :class:`RemoteModel`) knows only positions in the call; the explainer
+    knows whose points they are.
+    """
+    if err.rows.size and err.query_rows is None:
+        return
+    points = np.arange(len(owners)) if err.query_rows is None else err.query_rows
+    points = points[(points >= 0) & (points < len(owners))]
+    rows = np.unique(np.asarray(owners)[points])
+    err.rows = rows
+    err.query_rows = None
+    if rows.size:
+        shown = ", ".join(str(r) for r in rows[:10]) + (
+            " ..." if rows.size > 10 else ""
+        )
+        err.args = (
+            f"{err.args[0]} The query points concerned belong to row(s) {shown} "
+            "of the explained batch.",
+        ) + err.args[1:]
+
+
 def _raise_rows(problem, bad, owners):
     rows = np.unique(owners[bad])
     shown = ", ".join(str(r) for r in rows[:10]) + (" ..." if rows.size > 10 else "")
@@ -279,18 +357,22 @@ def _limited(func, *args):
         return func(*args)
 
 
-def map_row_chunks(func, n_rows, n_jobs, *args):
-    """Run ``func(rows_slice, *args)`` over even chunks of rows, in order."""
+def map_row_chunks(func, n_rows, n_jobs, *args, start=0):
+    """Run ``func(rows_slice, *args)`` over even chunks of rows, in order.
+
+    The slices cover rows ``start`` to ``start + n_rows`` of the batch (a
+    checkpointed run explains its rows a chunk at a time).
+    """
     from joblib import effective_n_jobs
 
     n_chunks = min(effective_n_jobs(n_jobs), max(n_rows, 1))
     if n_chunks <= 1:
-        return [func(slice(0, n_rows), *args)]
+        return [func(slice(start, start + n_rows), *args)]
     # The outer limit covers thread workers, which share this process's BLAS
     # (their own limits would race to restore it); the inner one process
     # workers.
     with threadpool_limits(limits=1, user_api="blas"):
         return Parallel(n_jobs=n_jobs)(
-            delayed(_limited)(func, sl, *args)
+            delayed(_limited)(func, slice(start + sl.start, start + sl.stop), *args)
             for sl in gen_even_slices(n_rows, n_chunks)
         )

@@ -16,10 +16,13 @@ from sklearn.exceptions import ConvergenceWarning
 
 from sklearn_plm_explain import __version__
 from sklearn_plm_explain._anchors import make_anchor_model
+from sklearn_plm_explain._blackbox import ModelResponseError
+from sklearn_plm_explain._checkpoint import Checkpoint
 from sklearn_plm_explain._explanation import Explanation, count_statuses
 from sklearn_plm_explain._ground_truth import local_linear_model
 from sklearn_plm_explain._lime import LimeTabularExplainer
 from sklearn_plm_explain._openapi import OpenAPIExplainer
+from sklearn_plm_explain._remote import RemoteModel
 from sklearn_plm_explain._stable_lime import StableLIMEExplainer
 
 
@@ -219,26 +222,46 @@ def _make_explainer(model, args):
     return StableLIMEExplainer(model, **lime_kw)
 
 
-def _explain_in_chunks(explainer, X, target, chunk_size):
-    """Explain ``X`` chunk by chunk, reporting progress on stderr."""
-    parts, n = [], X.shape[0]
-    for start in range(0, n, chunk_size):
-        stop = min(start + chunk_size, n)
-        with warnings.catch_warnings():
-            # The statuses are in the output; one summary line replaces
-            # the per-chunk warnings.
-            warnings.simplefilter("ignore", ConvergenceWarning)
-            part = explainer.explain(X[start:stop], target=target)
-        if "reused_from" in part.fields:
-            # Row references are local to a chunk: make them global.
-            reused = part.reused_from
-            reused[reused >= 0] += start
-        parts.append(part)
-        print(f"explained {stop}/{n} rows", file=sys.stderr, flush=True)
-    result = Explanation.concat(parts)
-    summary = ", ".join(f"{k} {v}" for k, v in result.status_counts().items())
+def _explain_in_chunks(explainer, X, target, chunk_size, checkpoint=None):
+    """Explain ``X`` chunk by chunk, reporting progress on stderr.
+
+    With ``checkpoint`` (a directory) every finished chunk is kept there, and
+    a later run of the same command resumes from it.
+    """
+    n = X.shape[0]
+
+    def progress(done, total, reused):
+        note = " (from the checkpoint)" if reused else ""
+        print(f"explained {done}/{total} rows{note}", file=sys.stderr, flush=True)
+
+    with warnings.catch_warnings():
+        # The statuses are in the output; one summary line replaces the
+        # per-chunk warnings.
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        if checkpoint is not None:
+            store = Checkpoint(checkpoint, chunk_size=chunk_size, progress=progress)
+            try:
+                explanation = explainer.explain(X, target=target, checkpoint=store)
+            except ModelResponseError as err:
+                raise _CLIError(
+                    f"{err} The rows finished so far are kept in {checkpoint}: run "
+                    "the same command again to resume."
+                ) from None
+        else:
+            parts = []
+            for start in range(0, n, chunk_size):
+                stop = min(start + chunk_size, n)
+                part = explainer.explain(X[start:stop], target=target)
+                if "reused_from" in part.fields:
+                    # Row references are local to a chunk: make them global.
+                    reused = part.reused_from
+                    reused[reused >= 0] += start
+                parts.append(part)
+                progress(stop, n, False)
+            explanation = Explanation.concat(parts)
+    summary = ", ".join(f"{k} {v}" for k, v in explanation.status_counts().items())
     print(f"statuses: {summary}", file=sys.stderr)
-    return result
+    return explanation
 
 
 def _write_csv(explanation, out):
@@ -276,22 +299,73 @@ def run_explain(args):
         ".json",
     ):
         raise _CLIError(f"--out must end in .csv or .json; got {args.out}")
-    model = _load_model(args.model)
     names, X = _read_csv(args.data)
+    model = _load_model(args.model) if args.url is None else _remote_model(args, names)
     X, names = _as_model_input(model, names, X)
     _check_columns(model, names, X)
     target = _resolve_target(model, args.target)
     explainer = _make_explainer(model, args)
-    with warnings.catch_warnings():
-        # The CSV carries no feature names the model could check.
-        warnings.filterwarnings("ignore", message="X does not have valid feature")
-        explainer.fit(X)
-        explanation = _explain_in_chunks(explainer, X, target, args.chunk_size)
+    try:
+        with warnings.catch_warnings():
+            # The CSV carries no feature names the model could check.
+            warnings.filterwarnings("ignore", message="X does not have valid feature")
+            explainer.fit(X)
+            explanation = _explain_in_chunks(
+                explainer, X, target, args.chunk_size, args.checkpoint
+            )
+    finally:
+        if isinstance(model, RemoteModel):
+            print(_remote_summary(explainer, model), file=sys.stderr)
+            model.close()
     explanation.feature_names = np.asarray(names, dtype=object)
     _write_output(explanation, args.out)
     if args.out != "-":
         print(f"wrote {len(explanation)} rows to {args.out}", file=sys.stderr)
     return 0
+
+
+def _remote_model(args, names):
+    """The served model of ``--url``, as the options describe it."""
+    headers = {}
+    for text in args.header or []:
+        name, sep, value = text.partition(":")
+        if not sep or not name.strip():
+            # Never echo the text: it may hold a secret.
+            raise _CLIError("--header must look like 'Name: value'")
+        headers[name.strip()] = value.strip()
+    classes = None
+    if args.classes is not None:
+        classes = [c.strip() for c in args.classes.split(",")]
+        try:
+            classes = [int(c) for c in classes]
+        except ValueError:
+            pass
+    return RemoteModel(
+        args.url,
+        protocol=args.protocol,
+        headers=headers or None,
+        timeout=args.timeout,
+        max_batch_rows=args.max_batch_rows,
+        max_concurrency=args.max_concurrency,
+        max_retries=args.max_retries,
+        max_queries=args.max_queries,
+        model_name=args.model_name,
+        output_name=args.output_name,
+        classes=classes,
+        columns=names if args.columns else None,
+    )
+
+
+def _remote_summary(explainer, model):
+    # The explainer's own (fitted) copy did the work.
+    served = getattr(explainer, "estimator_", model)
+    stats = served.stats if isinstance(served, RemoteModel) else model.stats
+    reasons = ", ".join(f"{k}: {v}" for k, v in sorted(stats.retry_reasons.items()))
+    return (
+        f"remote: {stats.requests} requests, {stats.rows_sent} rows sent, "
+        f"{stats.retries} retries" + (f" ({reasons})" if reasons else "") + ", "
+        f"{stats.wait_seconds:.1f} s waiting, {stats.bytes_sent} bytes sent"
+    )
 
 
 class _Parser(argparse.ArgumentParser):
@@ -316,12 +390,17 @@ def _add_explain(sub):
         "regressor; "
         "the file itself is the background data the explainer is fitted on.",
     )
-    explain.add_argument(
+    source = explain.add_mutually_exclusive_group(required=True)
+    source.add_argument(
         "--model",
-        required=True,
         help="joblib file of a fitted classifier with predict_proba, or of a "
         "fitted regressor. Loading "
         "it runs code stored in the file: only use files you trust.",
+    )
+    source.add_argument(
+        "--url",
+        help="address of a served model instead of a file (see --protocol); "
+        "it answers with class probabilities",
     )
     explain.add_argument(
         "--data",
@@ -366,7 +445,68 @@ def _add_explain(sub):
         "--chunk-size",
         type=_positive_int,
         default=200,
-        help="rows explained between two progress lines on stderr",
+        help="rows explained between two progress lines on stderr (and per "
+        "checkpoint chunk with --checkpoint)",
+    )
+    explain.add_argument(
+        "--checkpoint",
+        metavar="DIR",
+        default=None,
+        help="keep every finished chunk of rows in this directory; the same "
+        "command run again resumes where it stopped, without querying the "
+        "finished rows again",
+    )
+    remote = explain.add_argument_group("served models (with --url)")
+    remote.add_argument(
+        "--protocol",
+        choices=("mlflow", "v2", "json"),
+        default="mlflow",
+        help="mlflow: MLflow's scoring server (POST /invocations); v2: the Open "
+        "Inference Protocol (KServe, Seldon MLServer, Triton); json: rows in, "
+        "probability rows out",
+    )
+    remote.add_argument(
+        "--header",
+        action="append",
+        metavar="'NAME: VALUE'",
+        help="HTTP header sent with every request, e.g. 'Authorization: Bearer "
+        "...' (repeatable; never printed or written to a checkpoint)",
+    )
+    remote.add_argument("--model-name", default=None, help="v2: the model's name")
+    remote.add_argument(
+        "--output-name", default=None, help="v2: the output tensor to ask for"
+    )
+    remote.add_argument(
+        "--classes",
+        default=None,
+        help="comma-separated class labels, in the order of the answer's "
+        "columns (default 0, 1, ...)",
+    )
+    remote.add_argument(
+        "--columns",
+        action="store_true",
+        help="send the CSV header as column names (mlflow: dataframe_split)",
+    )
+    remote.add_argument(
+        "--max-batch-rows", type=_positive_int, default=1000, help="rows per request"
+    )
+    remote.add_argument(
+        "--max-concurrency",
+        type=_positive_int,
+        default=4,
+        help="requests in flight at once",
+    )
+    remote.add_argument(
+        "--max-retries", type=int, default=5, help="retries of a failed request"
+    )
+    remote.add_argument(
+        "--timeout", type=float, default=30.0, help="seconds per request"
+    )
+    remote.add_argument(
+        "--max-queries",
+        type=_positive_int,
+        default=None,
+        help="budget of rows sent: stop before a request would exceed it",
     )
     explain.set_defaults(func=run_explain)
 

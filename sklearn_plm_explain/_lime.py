@@ -36,11 +36,12 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from sklearn_plm_explain._blackbox import (
     BlackBox,
-    base_seed,
+    ModelResponseError,
     map_row_chunks,
     resolve_estimator,
     row_seed,
 )
+from sklearn_plm_explain._checkpoint import explain_in_chunks
 from sklearn_plm_explain._explanation import Explanation
 from sklearn_plm_explain._validation import (
     class_indices,
@@ -721,7 +722,7 @@ class _BaseLime(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         self.n_outputs_ = self.classes_.size
 
     # -- public API -------------------------------------------------------------------
-    def explain(self, X, target=None, labels=None):
+    def explain(self, X, target=None, labels=None, *, checkpoint=None):
         """Explain the model's response at each row of X.
 
         Parameters
@@ -736,6 +737,10 @@ class _BaseLime(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
             When given, the result carries ``labels`` (indices into
             ``classes``) and per-label fields ``label_values``,
             ``label_intercept``, ``label_score``, ``label_local_pred``.
+        checkpoint : str, path-like or Checkpoint, default=None
+            Explain the rows a chunk at a time and keep each finished chunk
+            there; a later call with the same arguments reuses the finished
+            rows without querying the model again (see :class:`Checkpoint`).
 
         Returns
         -------
@@ -743,9 +748,18 @@ class _BaseLime(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
             Per-row fields: ``values``, ``target``, ``selected``,
             ``intercept``, ``score``, ``local_pred``, ``n_samples``,
             ``n_queries``, ``n_rounds``, ``converged``, ``status``.
+
+        Raises
+        ------
+        ModelResponseError
+            If the model returns invalid responses; names the rows and keeps
+            the finished rows in its ``partial`` attribute (rows not finished
+            have the status ``"not_run"``).
+        CheckpointError
+            For a checkpoint that is corrupted or was written by another run.
         """
         check_is_fitted(self)
-        return self._explain(X, target, labels, holdout=False)
+        return self._explain(X, target, labels, holdout=False, checkpoint=checkpoint)
 
     def transform(self, X):
         """Surrogate weights of the predicted class of each row.
@@ -788,28 +802,81 @@ class _BaseLime(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         return float(np.mean(self._explain(X, None, None, holdout=True).holdout_score))
 
     # -- orchestration ----------------------------------------------------------------
-    def _explain(self, X, target, labels, holdout):
+    def _explain(self, X, target, labels, holdout, checkpoint=None):
         _, X_num, X_cat = self._validate_X(X)
         n = X_num.shape[0]
         targets = self._resolve_targets(target, n)
         extra = self._resolve_labels(labels)
         x_num, x_code, z0, key = self.space_.encode_rows(X_num, X_cat)
         X_orig = self._original_rows(X, X_num, X_cat)
-        seed = base_seed(self.random_state)
-        parts = map_row_chunks(
-            self._explain_slice,
+        rows_data = (x_num, x_code, z0, key, X_orig)
+
+        def run(start, stop, seed):
+            return self._explain_range(
+                rows_data,
+                targets,
+                extra,
+                labels is not None,
+                seed,
+                holdout,
+                start,
+                stop,
+            )
+
+        return explain_in_chunks(
+            self,
+            checkpoint,
+            run,
             n,
-            self.n_jobs,
-            (x_num, x_code, z0, key, X_orig),
-            targets,
-            extra,
-            seed,
-            holdout,
+            rows=(X_num, X_cat),
+            target=(targets, extra),
+            not_run=lambda k: self._as_explanation(
+                [self._not_run_result(extra) for _ in range(max(k, 1))],
+                labels is not None,
+            )[:k],
         )
+
+    def _explain_range(
+        self, rows_data, targets, extra, keep_labels, seed, holdout, start, stop
+    ):
+        """The Explanation of rows ``start:stop`` of the validated batch."""
+        try:
+            parts = map_row_chunks(
+                self._explain_slice,
+                stop - start,
+                self.n_jobs,
+                rows_data,
+                targets,
+                extra,
+                seed,
+                holdout,
+                start=start,
+            )
+        except ModelResponseError as err:
+            done = getattr(err, "_finished_rows", None)
+            err.partial = None
+            if done is not None and not holdout:
+                # Rows of the failing slice that finished, the others not run.
+                first, results = done
+                rows = [self._not_run_result(extra)] * (stop - start)
+                for i, res in enumerate(results):
+                    if res is not None:
+                        rows[first - start + i] = res
+                err.partial = self._as_explanation(rows, keep_labels)
+            raise
         rows = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
-        if labels is None:
-            for k in [k for k in rows if k.startswith("label_") or k == "labels"]:
-                del rows[k]
+        return self._as_explanation(rows, keep_labels)
+
+    def _as_explanation(self, rows, keep_labels):
+        """An Explanation of per-row results (a list of them, or stacked)."""
+        if isinstance(rows, list):
+            rows = _stack_rows(rows)
+        if not keep_labels:
+            rows = {
+                k: v
+                for k, v in rows.items()
+                if not (k.startswith("label_") or k == "labels")
+            }
         return Explanation(
             classes=self.classes_,
             feature_names=self._feature_names(),
@@ -817,6 +884,32 @@ class _BaseLime(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
             params=self._provenance(),
             **rows,
         )
+
+    def _not_run_result(self, extra):
+        """The per-row result of a row not explained (the model failed first)."""
+        d, k = self.space_.d, self._selected_width()
+        labels = np.concatenate([[0], extra]).astype(np.intp)
+        if self.classes_ is None:
+            labels = np.array([0], dtype=np.intp)
+        L = labels.size
+        return {
+            "values": np.full(d, np.nan),
+            "target": 0,
+            "selected": np.full(k, -1, dtype=np.intp),
+            "intercept": np.nan,
+            "score": np.nan,
+            "local_pred": np.nan,
+            "n_samples": 0,
+            "n_queries": 0,
+            "n_rounds": 0,
+            "converged": False,
+            "status": "not_run",
+            "labels": labels,
+            "label_values": np.full((L, d), np.nan),
+            "label_intercept": np.full(L, np.nan),
+            "label_score": np.full(L, np.nan),
+            "label_local_pred": np.full(L, np.nan),
+        }
 
     def _original_rows(self, X, X_num, X_cat):
         d = self.space_.d
@@ -882,12 +975,19 @@ class _BaseLime(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         bb = self._blackbox()
         results = []
         size = self._group_size(self.num_samples)
-        for start in range(0, rows.size, size):
-            grp = rows[start : start + size]
-            ctx = _Group(
-                grp, x_num, x_code, z0, X_orig, [gens[i - sl.start] for i in grp]
-            )
-            results.extend(self._explain_group(ctx, bb, targets, extra))
+        try:
+            for start in range(0, rows.size, size):
+                grp = rows[start : start + size]
+                ctx = _Group(
+                    grp, x_num, x_code, z0, X_orig, [gens[i - sl.start] for i in grp]
+                )
+                results.extend(self._explain_group(ctx, bb, targets, extra))
+        except ModelResponseError as err:
+            # What finished survives: whole groups, and the rows of the failing
+            # group that finished before the failure (S-LIME's rounds).
+            results.extend(getattr(err, "_group_results", []))
+            err._finished_rows = (sl.start, results)
+            raise
         out = _stack_rows(results)
         if holdout:
             ctx = _Group(rows, x_num, x_code, z0, X_orig, [(g[1],) for g in gens])

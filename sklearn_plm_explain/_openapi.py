@@ -19,7 +19,6 @@ from sklearn.utils.validation import check_array, check_is_fitted, validate_data
 from sklearn_plm_explain._blackbox import (
     BlackBox,
     ModelResponseError,
-    base_seed,
     map_row_chunks,
     resolve_estimator,
     resolve_response_method,
@@ -32,6 +31,7 @@ from sklearn_plm_explain._certify import (
     noise_scale,
     relative_bound,
 )
+from sklearn_plm_explain._checkpoint import explain_in_chunks
 from sklearn_plm_explain._explanation import Explanation, count_statuses
 from sklearn_plm_explain._radius import Attempt, RadiusSearch
 from sklearn_plm_explain._regions import RegionLibrary
@@ -349,7 +349,7 @@ class OpenAPIExplainer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         return scale
 
     # -- explain ------------------------------------------------------------------
-    def explain(self, X, target=None):
+    def explain(self, X, target=None, *, checkpoint=None):
         """Recover and certify the local linear model of each row.
 
         Parameters
@@ -359,6 +359,10 @@ class OpenAPIExplainer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         target : label or array-like of shape (n_samples,), default=None
             Class whose decision features go into ``values``; default the class
             the model predicts for each row. Ignored for regressors.
+        checkpoint : str, path-like or Checkpoint, default=None
+            Explain the rows a chunk at a time and keep each finished chunk
+            there; a later call with the same arguments reuses the finished
+            rows without querying the model again (see :class:`Checkpoint`).
 
         Returns
         -------
@@ -375,22 +379,46 @@ class OpenAPIExplainer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         ModelResponseError
             If the model returns invalid responses; names the rows and keeps
             the finished rows in its ``partial`` attribute.
+        CheckpointError
+            For a checkpoint that is corrupted or was written by another run.
         """
         check_is_fitted(self)
         X, frame = self._numeric_part(X, reset=False)
         target_idx = self._target_indices(target, X.shape[0])
-        seed = base_seed(self.random_state)
+
+        def run(start, stop, seed):
+            return self._explain_range(X, frame, target_idx, seed, start, stop)
+
+        explanation = explain_in_chunks(
+            self,
+            checkpoint,
+            run,
+            X.shape[0],
+            rows=(X, frame),
+            target=target_idx,
+            not_run=lambda n: self._assemble([{"offset": 0}], n, 0),
+        )
+        _warn_failures(explanation.status)
+        return explanation
+
+    def _explain_range(self, X, frame, target_idx, seed, start, stop):
+        """The Explanation of rows ``start:stop`` of the validated batch."""
         try:
             parts = map_row_chunks(
-                self._explain_rows, X.shape[0], self.n_jobs, X, target_idx, seed, frame
+                self._explain_rows,
+                stop - start,
+                self.n_jobs,
+                X,
+                target_idx,
+                seed,
+                frame,
+                start=start,
             )
         except ModelResponseError as err:
             if err.partial is not None and not isinstance(err.partial, Explanation):
-                err.partial = self._assemble([err.partial], X.shape[0])
+                err.partial = self._assemble([err.partial], stop - start, start)
             raise
-        explanation = self._assemble(parts, X.shape[0])
-        _warn_failures(explanation.status)
-        return explanation
+        return self._assemble(parts, stop - start, start)
 
     def transform(self, X):
         """Decision features of the predicted class, shape (n_samples, n_features).
@@ -749,10 +777,11 @@ class OpenAPIExplainer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         relative = noise_scale(state.L0[i][None, None, :])[0, 0]
         return state.tau0[i] > _ABSOLUTE_DOMINANCE * relative
 
-    def _assemble(self, parts, n):
+    def _assemble(self, parts, n, first):
+        """One Explanation of the ``n`` rows from ``first`` on."""
         if "offset" in parts[0]:
             # A partial result from a failing chunk: the other rows never ran.
-            merged = _pad_partial(parts[0], n, self._n_outputs, self.scale_.size)
+            merged = _pad_partial(parts[0], n, self._n_outputs, self.scale_.size, first)
         else:
             keys = parts[0].keys()
             merged = {key: np.concatenate([p[key] for p in parts]) for key in keys}
@@ -865,9 +894,9 @@ def _has_text_columns(X):
     return not all(is_numeric_dtype(X[c].dtype) for c in X.columns)
 
 
-def _pad_partial(part, n, n_outputs, d):
+def _pad_partial(part, n, n_outputs, d, first=0):
     part = dict(part)
-    rows = slice(part.pop("offset"), None)
+    rows = slice(part.pop("offset") - first, None)
     full = {
         "coef": np.full((n, d, n_outputs), np.nan),
         "intercept": np.full((n, n_outputs), np.nan),

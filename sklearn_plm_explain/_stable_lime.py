@@ -12,6 +12,7 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.linear_model import lars_path_gram
 from sklearn.utils._param_validation import Interval
 
+from sklearn_plm_explain._blackbox import ModelResponseError
 from sklearn_plm_explain._lime import _BaseLime, _fit_surrogate, _LocalStats
 
 __all__ = ["StableLIMEExplainer", "lars_step_tests"]
@@ -339,6 +340,20 @@ n_outputs_, n_features_in_, feature_names_in_
         ]
         rounds = np.ones(len(ctx.rows), dtype=int)
         results = [None] * len(ctx.rows)
+        try:
+            self._grow_until_stable(ctx, bb, extra, Zs, Ys, labels, rounds, results)
+        except ModelResponseError as err:
+            # Rows that passed before the failure are finished.
+            err._group_results = results
+            raise
+        return results
+
+    def _not_run_result(self, extra):
+        out = super()._not_run_result(extra)
+        out["step_z"] = np.full(self._selected_width(), np.nan)
+        return out
+
+    def _grow_until_stable(self, ctx, bb, extra, Zs, Ys, labels, rounds, results):
         pending = list(range(len(ctx.rows)))
         while pending:
             grow, extra_sizes = [], []
@@ -365,7 +380,6 @@ n_outputs_, n_features_in_, feature_names_in_
                 self._append(ctx, bb, grow, extra_sizes, Zs, Ys)
                 rounds[grow] += 1
             pending = grow
-        return results
 
     def _append(self, ctx, bb, grow, extra_sizes, Zs, Ys):
         """Draw the extra points of the growing rows and query them in one go.

@@ -45,3 +45,73 @@ class CountingModel:
 @pytest.fixture
 def counting():
     return CountingModel
+
+
+# -- real servers for RemoteModel (tests/_servers.py) --------------------------------
+def _load_servers():
+    import importlib.util
+    import sys
+
+    name = "plm_test_servers"
+    if name not in sys.modules:
+        path = os.path.join(os.path.dirname(__file__), "_servers.py")
+        spec = importlib.util.spec_from_file_location(name, path)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+    return sys.modules[name]
+
+
+servers = _load_servers()
+served_mlp = servers.served_mlp
+
+
+def _wants_mlflow(items):
+    return any("mlflow_server" in getattr(item, "fixturenames", ()) for item in items)
+
+
+def pytest_collection_finish(session):
+    # MLflow's server takes seconds to boot: start it as soon as the tests
+    # that need it are known, so that it boots while other tests run.
+    import importlib.util
+
+    if _wants_mlflow(session.items) and importlib.util.find_spec("mlflow"):
+        session.config._plm_mlflow = servers.MLflowServer(served_mlp()["model"]).start()
+
+
+def pytest_unconfigure(config):
+    server = getattr(config, "_plm_mlflow", None)
+    if server is not None:
+        server.stop()
+
+
+@pytest.fixture(scope="session")
+def mlflow_server(request):
+    """MLflow's scoring server (``mlflow models serve``) of ``served_mlp``."""
+    pytest.importorskip("mlflow")
+    server = getattr(request.config, "_plm_mlflow", None)
+    if server is None:
+        server = request.config._plm_mlflow = servers.MLflowServer(
+            served_mlp()["model"]
+        ).start()
+    return server.wait()
+
+
+@pytest.fixture(scope="session")
+def v2_server():
+    """The v2 test server of ``served_mlp`` (as "mlp"; FP32 outputs as
+    "mlp32"; without metadata as "bare")."""
+    pytest.importorskip("uvicorn")
+    pytest.importorskip("starlette")
+    model = served_mlp()["model"]
+    tally = servers.Tally(keep_rows=True)
+    app = servers.v2_app(
+        {"mlp": model, "mlp32": model, "bare": model},
+        output_dtypes={"mlp32": "FP32"},
+        tally=tally,
+        bare=("bare",),
+    )
+    server = servers.ThreadedServer(app).start()
+    server.tally = tally
+    yield server
+    server.stop()
