@@ -336,8 +336,10 @@ class Explanation:
         certified rows; for the LIME explainers the surrogate's prediction
         at the row (``local_pred``), LIME's estimate of the model's
         probability. ``data`` are the explained rows, which colour shap's
-        beeswarm. An explanation without these fields (built by hand) passes
-        ``values`` and its intercepts instead.
+        beeswarm. (shap labels the base value ``E[f(X)]``; here it is each
+        row's local model evaluated at the background mean, not the mean of
+        the model's outputs.) An explanation without these fields (built by
+        hand) passes ``values`` and its intercepts instead.
 
         Returns
         -------

@@ -6,14 +6,13 @@ import warnings
 import numpy as np
 import pytest
 from numpy.testing import assert_allclose, assert_array_equal
-from sklearn.datasets import load_digits, load_iris
+from sklearn.datasets import load_iris
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.linear_model import LogisticRegression
 
 from sklearn_plm_explain import (
     Explanation,
     LimeTabularExplainer,
-    LogisticModelTreeClassifier,
     OpenAPIExplainer,
     region_census,
     submodular_pick,
@@ -105,17 +104,6 @@ def test_dense_explanations_are_cut_to_their_top_features():
 
 
 # -- region census ---------------------------------------------------------------------
-@pytest.fixture(scope="module")
-def digits_lmt():
-    X, y = load_digits(return_X_y=True)
-    X = X / 16.0
-    lmt = LogisticModelTreeClassifier(
-        prune=False, max_depth=3, split_point="midpoint", random_state=0
-    ).fit(X[:1200], y[:1200])
-    assert lmt.get_n_leaves() >= 4
-    return lmt, X[:1200], X[1200:1500]
-
-
 @pytest.mark.parametrize("reuse", [False, True])
 def test_region_census_matches_the_leaves_of_a_tree(digits_lmt, reuse):
     """Rows share a certified model exactly when the tree sends them to leaves
