@@ -4,7 +4,8 @@ Exact local linear models of piecewise-linear classifiers recovered from
 queries (:class:`OpenAPIExplainer`), LIME with a stability test
 (:class:`StableLIMEExplainer`, :class:`LimeTabularExplainer`), and a logistic
 model tree that is itself a piecewise-linear model
-(:class:`LogisticModelTreeClassifier`).
+(:class:`LogisticModelTreeClassifier`); global views from many local
+explanations (:func:`submodular_pick`, :func:`region_census`).
 """
 
 # SPDX-License-Identifier: BSD-3-Clause
@@ -13,6 +14,7 @@ from sklearn_plm_explain._blackbox import ModelResponseError, QueryBudgetExceede
 from sklearn_plm_explain._checkpoint import Checkpoint, CheckpointError
 from sklearn_plm_explain._display import ExplanationDisplay
 from sklearn_plm_explain._explanation import Explanation
+from sklearn_plm_explain._global import region_census, submodular_pick
 from sklearn_plm_explain._ground_truth import decision_features, local_linear_model
 from sklearn_plm_explain._lime import LimeTabularExplainer
 from sklearn_plm_explain._lmt import LogisticModelTreeClassifier
@@ -38,5 +40,7 @@ __all__ = [
     "StableLIMEExplainer",
     "decision_features",
     "local_linear_model",
+    "region_census",
+    "submodular_pick",
     "__version__",
 ]

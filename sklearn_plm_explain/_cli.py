@@ -12,7 +12,8 @@ import warnings
 
 import numpy as np
 from sklearn.base import is_regressor
-from sklearn.exceptions import ConvergenceWarning
+from sklearn.exceptions import ConvergenceWarning, NotFittedError
+from sklearn.utils.validation import check_is_fitted
 
 from sklearn_plm_explain import __version__
 from sklearn_plm_explain._anchors import make_anchor_model
@@ -37,6 +38,8 @@ def _all_class_errors(explanation, W):
 
 def run_demo(args):
     """Explain the digits MLP's whole test split and check every row."""
+    if args.plot:
+        _check_plot_target(args.plot)
     t0 = time.perf_counter()
     anchor = make_anchor_model("digits_mlp")
     fit_seconds = time.perf_counter() - t0
@@ -97,8 +100,46 @@ def _save_class_averages(explanation, image_shape, path):
     display = ExplanationDisplay.from_explanation(
         explanation, kind="class_average", image_shape=image_shape
     )
-    display.figure_.suptitle("digits MLP: mean decision features of each class")
+    display.figure_.suptitle(
+        "digits MLP: mean decision features of each class\n(slopes of the "
+        "class's log-ratio to the other classes, per unit of pixel intensity)"
+    )
     display.figure_.savefig(path, dpi=100)
+
+
+def _check_plot_target(path):
+    """Refuse, before any work, a --plot the end of the demo could not write."""
+    try:
+        import matplotlib
+    except ImportError:
+        raise _CLIError(
+            "--plot needs matplotlib, which is not installed; install the plot "
+            'extra: pip install "sklearn-plm-explain[plot]"'
+        ) from None
+    matplotlib.use("Agg")
+    from matplotlib.figure import Figure
+
+    formats = Figure().canvas.get_supported_filetypes()
+    ext = os.path.splitext(path)[1].lower().lstrip(".")
+    if ext not in formats:
+        raise _CLIError(
+            f"--plot {path}: unknown image format {ext!r}; use one of "
+            + ", ".join(sorted(formats))
+        )
+    _check_writable(path, "--plot")
+
+
+def _check_writable(path, option):
+    """The file can be created (its folder exists and is writable)."""
+    folder = os.path.dirname(os.path.abspath(path))
+    if os.path.isdir(path):
+        raise _CLIError(f"{option} {path} is a folder; give a file name")
+    if not os.path.isdir(folder):
+        raise _CLIError(f"{option} {path}: the folder {folder} does not exist")
+    if not os.access(folder, os.W_OK) or (
+        os.path.exists(path) and not os.access(path, os.W_OK)
+    ):
+        raise _CLIError(f"{option} {path}: no permission to write there")
 
 
 def _flagged(status):
@@ -125,15 +166,39 @@ def _load_model(path):
         model = joblib.load(path)
     except Exception as exc:  # any unpickling failure is bad input here
         raise _CLIError(
-            f"cannot load a model from {path}: {type(exc).__name__}: {exc}"
+            f"cannot load a model from {path}: not a file written by joblib.dump "
+            f"or pickle, or written with other library versions "
+            f"({type(exc).__name__}: {exc})"
         ) from None
-    if not (is_regressor(model) or hasattr(model, "predict_proba")):
+    what = type(model).__name__
+    if not (hasattr(model, "fit") and hasattr(model, "predict")):
         raise _CLIError(
-            f"the model in {path} ({type(model).__name__}) has no predict_proba "
+            f"{path} holds a {what}, not a fitted scikit-learn model; save the "
+            "fitted model itself with joblib.dump(model, path)"
+        )
+    try:
+        check_is_fitted(model)
+    except NotFittedError:
+        raise _CLIError(
+            f"the {what} in {path} is not fitted; call its fit method before "
+            "saving it with joblib.dump"
+        ) from None
+    except (TypeError, AttributeError):
+        pass  # a model outside scikit-learn's conventions: used as it is
+    if not (_is_regressor(model) or hasattr(model, "predict_proba")):
+        raise _CLIError(
+            f"the model in {path} ({what}) has no predict_proba "
             "and is not a regressor; explain needs a classifier that gives "
             "probabilities or a regressor"
         )
     return model
+
+
+def _is_regressor(model):
+    try:
+        return is_regressor(model)
+    except (AttributeError, TypeError):  # no scikit-learn tags
+        return False
 
 
 def _read_csv(path):
@@ -155,15 +220,23 @@ def _read_csv(path):
                 f"bad CSV {path}: data row {i + 1} has {len(row)} fields, "
                 f"the header has {len(header)}"
             )
-        try:
-            X[i] = [float(v) for v in row]
-        except ValueError:
-            raise _CLIError(
-                f"bad CSV {path}: data row {i + 1} has a value that is not a number"
-            ) from None
-    if not np.isfinite(X).all():
-        raise _CLIError(f"bad CSV {path}: missing or infinite values")
+        for j, cell in enumerate(row):
+            X[i, j] = _number(cell, path, i, header[j])
     return header, X
+
+
+def _number(cell, path, i, column):
+    """The finite number in one CSV cell, or an error naming the cell."""
+    where = f"bad CSV {path}: data row {i + 1}, column {column!r}"
+    if not cell.strip():
+        raise _CLIError(f"{where} is empty; every cell needs a number")
+    try:
+        value = float(cell)
+    except ValueError:
+        raise _CLIError(f"{where}: {cell!r} is not a number") from None
+    if not np.isfinite(value):
+        raise _CLIError(f"{where}: {cell!r} is not a finite number")
+    return value
 
 
 def _as_model_input(model, names, X):
@@ -203,11 +276,11 @@ def _resolve_target(model, target):
     raise _CLIError(f"unknown target {target!r}; the model's classes are: {known}")
 
 
-def _make_explainer(model, args):
+def _make_explainer(model, args, names):
     common = {"n_jobs": args.n_jobs, "random_state": args.random_state}
     if args.method == "openapi":
         return OpenAPIExplainer(model, **common)
-    lime_kw = dict(common, num_features=args.num_features)
+    lime_kw = dict(common, num_features=args.num_features, feature_names=names)
     if is_regressor(model):
         lime_kw["mode"] = "regression"
     if args.num_samples is not None:
@@ -294,17 +367,18 @@ def _write_output(explanation, path):
 
 def run_explain(args):
     """Explain every row of a CSV file with a saved model."""
-    if args.out != "-" and os.path.splitext(args.out)[1].lower() not in (
-        ".csv",
-        ".json",
-    ):
-        raise _CLIError(f"--out must end in .csv or .json; got {args.out}")
+    if args.out != "-":
+        if os.path.splitext(args.out)[1].lower() not in (".csv", ".json"):
+            raise _CLIError(f"--out must end in .csv or .json; got {args.out}")
+        _check_writable(args.out, "--out")
+    model = _load_model(args.model) if args.url is None else None
     names, X = _read_csv(args.data)
-    model = _load_model(args.model) if args.url is None else _remote_model(args, names)
+    if model is None:
+        model = _remote_model(args, names)
     X, names = _as_model_input(model, names, X)
     _check_columns(model, names, X)
     target = _resolve_target(model, args.target)
-    explainer = _make_explainer(model, args)
+    explainer = _make_explainer(model, args, names)
     try:
         with warnings.catch_warnings():
             # The CSV carries no feature names the model could check.
@@ -382,6 +456,25 @@ def _positive_int(text):
     return value
 
 
+def _n_jobs(text):
+    value = int(text)
+    if value == 0:
+        raise argparse.ArgumentTypeError(
+            "0 jobs cannot run anything; use 1 (no parallelism), a number of "
+            "processes, or -1 for one per CPU"
+        )
+    return value
+
+
+def _seed(text):
+    value = int(text)
+    if not 0 <= value < 2**32:
+        raise argparse.ArgumentTypeError(
+            f"must be between 0 and {2**32 - 1}, got {value}"
+        )
+    return value
+
+
 def _add_explain(sub):
     explain = sub.add_parser(
         "explain",
@@ -415,8 +508,10 @@ def _add_explain(sub):
         default=None,
         help="class label to explain (default: the predicted class of each row)",
     )
-    explain.add_argument("--n-jobs", type=int, default=None, help="parallel jobs")
-    explain.add_argument("--random-state", type=int, default=0, help="seed")
+    explain.add_argument(
+        "--n-jobs", type=_n_jobs, default=None, help="parallel jobs (-1: one per CPU)"
+    )
+    explain.add_argument("--random-state", type=_seed, default=0, help="seed")
     explain.add_argument(
         "--out",
         default="-",
@@ -523,8 +618,10 @@ def build_parser():
         help="explain a digits MLP from queries and check every row against "
         "its weights",
     )
-    demo.add_argument("--n-jobs", type=int, default=None, help="parallel jobs")
-    demo.add_argument("--random-state", type=int, default=0, help="seed")
+    demo.add_argument(
+        "--n-jobs", type=_n_jobs, default=None, help="parallel jobs (-1: one per CPU)"
+    )
+    demo.add_argument("--random-state", type=_seed, default=0, help="seed")
     demo.add_argument(
         "--plot",
         metavar="FILE",
@@ -549,10 +646,22 @@ def main(argv=None):
         # does not fail again.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 1
-    except (_CLIError, ValueError, TypeError, OSError, ImportError) as exc:
-        message = " ".join(str(exc).split())  # one line, whatever the source
-        print(f"plm-explain: error: {message}", file=sys.stderr)
+    except KeyboardInterrupt:
+        print("plm-explain: interrupted", file=sys.stderr)
+        return 130
+    except Exception as exc:  # noqa: BLE001 - every failure is one line
+        print(f"plm-explain: error: {_one_line(exc)}", file=sys.stderr)
         return 2
+
+
+def _one_line(exc):
+    """The message of an error on one line; unexpected kinds carry their name
+    (a model failing inside predict_proba, say), ours and the usual ones
+    (bad values, missing files) speak for themselves."""
+    message = " ".join(str(exc).split()) or "(no message)"
+    if isinstance(exc, (_CLIError, ValueError, TypeError, OSError, ImportError)):
+        return message
+    return f"{type(exc).__name__}: {message}"
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -7,6 +7,7 @@ import numpy as np
 __all__ = ["ExplanationDisplay"]
 
 _KINDS = ("bar", "image", "class_average")
+_ATTRIBUTIONS = ("contribution", "standardized", "slope")
 
 # Red for evidence for the explained class, blue against it: the same
 # convention as the diverging heatmaps (``RdBu_r``), so bars and images of
@@ -62,7 +63,8 @@ class ExplanationDisplay:
 
     * ``"bar"``: a horizontal bar chart of the ``top_k`` largest attributions
       of one row, largest at the top, positive bars red and negative bars
-      blue, each bar labelled with its value;
+      blue, each bar labelled with its value and each feature with its
+      condition when the explanation has one (LIME: ``debt <= 10.70``);
     * ``"image"``: the attributions of one row as an image (rows whose
       features are pixels), with a diverging colormap centred at zero and
       symmetric colour limits, so white means "no influence";
@@ -71,6 +73,14 @@ class ExplanationDisplay:
       panels on one symmetric colour scale. With :class:`OpenAPIExplainer`
       and the predicted class as target this is the average decision
       feature of each class.
+
+    What the lengths and colours measure is chosen by ``attribution`` in
+    :meth:`from_explanation` (see :meth:`Explanation.attributions`):
+    contributions (slope times the row's value minus the background mean,
+    the default of bar charts: what moved this prediction), standardized
+    slopes (slope times the feature's standard deviation) or raw slopes (the
+    default of images, whose pixels share one unit). The axis or colour bar
+    says which, and in what output.
 
     Create it with :meth:`from_explanation`, :meth:`from_explainer` or
     :meth:`Explanation.plot`; all of them call :meth:`plot`. Pyplot is never
@@ -92,6 +102,14 @@ class ExplanationDisplay:
         Number of bars of ``"bar"``.
     title : str or list of str, default=None
         Axes title, or one title per panel for ``"class_average"``.
+    labels : array-like of str of shape (n_features,), default=None
+        Tick label of each feature's bar; ``None`` uses ``feature_names``.
+    features : array-like of int, default=None
+        Features eligible for bars (e.g. those a LIME surrogate selected);
+        ``None`` means all.
+    value_label : str, default=None
+        What the values measure: the label of the bar chart's value axis and
+        of the images' colour bar. ``None`` writes "attribution".
 
     Attributes
     ----------
@@ -135,6 +153,9 @@ class ExplanationDisplay:
         image_shape=None,
         top_k=10,
         title=None,
+        labels=None,
+        value_label=None,
+        features=None,
     ):
         self.values = values
         self.feature_names = feature_names
@@ -142,6 +163,9 @@ class ExplanationDisplay:
         self.image_shape = image_shape
         self.top_k = top_k
         self.title = title
+        self.labels = labels
+        self.value_label = value_label
+        self.features = features
 
     # -- constructors ------------------------------------------------------------
     @classmethod
@@ -151,6 +175,7 @@ class ExplanationDisplay:
         *,
         row=0,
         kind=None,
+        attribution=None,
         image_shape=None,
         top_k=10,
         ax=None,
@@ -167,6 +192,11 @@ class ExplanationDisplay:
         kind : {"bar", "image", "class_average"}, default=None
             ``None`` means ``"image"`` when ``image_shape`` is given, else
             ``"bar"``.
+        attribution : {"contribution", "standardized", "slope"}, default=None
+            What is drawn (see :meth:`Explanation.attributions`). ``None``
+            means ``"contribution"`` for bar charts (``"slope"`` for an
+            explanation without contributions, such as one built by hand)
+            and ``"slope"`` for images.
         image_shape : tuple of int, default=None
             ``(height, width)`` with ``height * width == n_features``.
         top_k : int, default=10
@@ -183,19 +213,35 @@ class ExplanationDisplay:
             The display, already drawn.
         """
         _import_pyplot(f"{cls.__name__}.from_explanation")
-        display = cls._build(explanation, row, row, kind, image_shape, top_k)
+        display = cls._build(
+            explanation, row, row, kind, image_shape, top_k, attribution
+        )
         return display.plot(ax=ax, **plot_kw)
 
     @classmethod
-    def _build(cls, explanation, row, row_label, kind, image_shape, top_k):
+    def _build(cls, explanation, row, row_label, kind, image_shape, top_k, attribution):
         """The display of ``explanation``, checked but not drawn yet."""
         kind = _resolve_kind(kind, image_shape)
         if kind != "bar":
             _check_image_shape(image_shape, len(explanation.feature_names), kind)
+        attribution = _resolve_attribution(attribution, kind, explanation)
+        drawn = explanation
+        if attribution != "slope":
+            # The same explanation with the chosen attribution as values.
+            drawn = explanation._with_rows(
+                {**explanation._rows, "values": explanation.attributions(attribution)}
+            )
+        labels = features = None
         if kind == "class_average":
-            values, title = _class_averages(explanation)
+            values, title = _class_averages(drawn)
         else:
-            values, title = _one_row(explanation, row, row_label)
+            values, title = _one_row(drawn, row, row_label)
+            if "selected_names" in explanation.fields:
+                labels = explanation._row_labels(row % len(explanation))
+            if "selected" in explanation.fields:
+                # As in as_list: only what the surrogate selected.
+                picked = np.asarray(explanation.selected[row % len(explanation)])
+                features = np.unique(picked[picked >= 0])
         return cls(
             values=values,
             feature_names=explanation.feature_names,
@@ -203,6 +249,9 @@ class ExplanationDisplay:
             image_shape=image_shape,
             top_k=top_k,
             title=title,
+            labels=labels,
+            value_label=_value_label(explanation, attribution, kind, row),
+            features=features,
         )
 
     @classmethod
@@ -214,6 +263,7 @@ class ExplanationDisplay:
         row=0,
         target=None,
         kind=None,
+        attribution=None,
         image_shape=None,
         top_k=10,
         ax=None,
@@ -235,6 +285,8 @@ class ExplanationDisplay:
         target : class label or array-like, default=None
             Class explained; ``None`` is the predicted class.
         kind : {"bar", "image", "class_average"}, default=None
+            See :meth:`from_explanation`.
+        attribution : {"contribution", "standardized", "slope"}, default=None
             See :meth:`from_explanation`.
         image_shape : tuple of int, default=None
             ``(height, width)`` of an image row.
@@ -258,7 +310,7 @@ class ExplanationDisplay:
             if target is not None and np.ndim(target) > 0:
                 target = np.asarray(target)[[row]]
             explanation = explainer.explain(_take_row(X, row), target=target)
-        display = cls._build(explanation, 0, row, kind, image_shape, top_k)
+        display = cls._build(explanation, 0, row, kind, image_shape, top_k, attribution)
         return display.plot(ax=ax, **plot_kw)
 
     # -- drawing -------------------------------------------------------------------
@@ -290,6 +342,8 @@ class ExplanationDisplay:
         names = np.asarray(self.feature_names, dtype=object).astype(str)
         self.bars_, self.images_, self.colorbar_ = None, [], None
         if self.kind == "bar":
+            if self.labels is not None:
+                names = np.asarray(self.labels, dtype=object).astype(str)
             self._plot_bars(plt, ax, values.reshape(-1), names, bar_labels)
         else:
             shape = _check_image_shape(self.image_shape, names.size, self.kind)
@@ -298,7 +352,11 @@ class ExplanationDisplay:
         return self
 
     def _plot_bars(self, plt, ax, values, names, bar_labels):
-        order = np.argsort(-np.abs(values), kind="stable")[: self.top_k]
+        eligible = np.arange(values.size)
+        if self.features is not None:
+            eligible = np.asarray(self.features, dtype=np.intp)
+        rank = np.argsort(-np.abs(values[eligible]), kind="stable")
+        order = eligible[rank][: self.top_k]
         if ax is None:
             longest = max((len(names[j]) for j in order), default=1)
             # Room for the longest tick label: about 0.08 inch per character.
@@ -311,10 +369,11 @@ class ExplanationDisplay:
         self.bars_ = ax.barh(positions, shown, color=colors)
         ax.set_yticks(positions, labels=list(names[order]))
         ax.axvline(0.0, color="0.3", linewidth=0.8)
-        ax.set_xlabel("attribution")
+        ax.set_xlabel(self.value_label or "attribution")
         if bar_labels:
             ax.bar_label(self.bars_, labels=[f"{v:.3g}" for v in shown], padding=3)
-            ax.margins(x=0.15)
+            # Room for the value texts beyond the longest bars, both sides.
+            ax.margins(x=0.25)
         if self.title is not None:
             ax.set_title(self.title)
         self.features_ = order
@@ -345,6 +404,9 @@ class ExplanationDisplay:
         if colorbar:
             self.colorbar_ = self.figure_.colorbar(
                 self.images_[0], ax=list(axes.ravel()), shrink=0.8
+            )
+            self.colorbar_.set_label(
+                self.value_label or "attribution", fontsize="small"
             )
 
     def _image_axes(self, plt, ax, n_panels):
@@ -382,6 +444,70 @@ def _resolve_kind(kind, image_shape):
     if kind not in _KINDS:
         raise ValueError(f"kind must be one of {_KINDS}; got {kind!r}.")
     return kind
+
+
+def _resolve_attribution(attribution, kind, explanation):
+    if attribution is None:
+        wanted = "contribution" if kind == "bar" else "slope"
+        if wanted == "contribution" and "contribution" not in explanation.fields:
+            wanted = "slope"
+        return wanted
+    if attribution not in _ATTRIBUTIONS:
+        raise ValueError(
+            f"attribution must be one of {_ATTRIBUTIONS}; got {attribution!r}."
+        )
+    return attribution
+
+
+def _output_name(explanation, kind, row, short=False):
+    """What the explained output is, in words (``None`` if not known)."""
+    method = explanation.method
+    if explanation.classes is None:
+        return "the prediction"
+    if kind == "class_average" or short:
+        cls = "the class"
+    else:
+        cls = f"class {explanation.target_label[row % len(explanation)]}"
+    if method == "openapi":
+        what = "log-odds" if len(explanation.classes) == 2 else "log-ratio"
+        if short:
+            return f"the class's {what}"
+        return f"the {what} of {cls}" + ("" if what == "log-odds" else " to the others")
+    if method in ("lime", "stable_lime"):
+        return "P(class)" if short else f"P({cls.removeprefix('the ')})"
+    return None
+
+
+def _value_label(explanation, attribution, kind, row):
+    """Axis or colour-bar label: what the values measure, and in what.
+
+    ``None`` (the display writes "attribution") for raw values of an
+    explanation whose output is not known, such as one built by hand. The
+    colour bar of images gets a shorter text, and what red and blue mean.
+    """
+    image = kind != "bar"
+    output = _output_name(explanation, kind, row, short=image)
+    if output is None:
+        if attribution == "slope":
+            return None
+        output = "the output"
+    if explanation.method in ("lime", "stable_lime"):
+        if attribution == "slope":
+            return "surrogate weight on " + output + ("" if image else " (LIME)")
+        output += " (LIME surrogate)"
+    if image:
+        # Short lines: a colour bar is often no taller than a small image.
+        text = {
+            "contribution": f"contribution to {output}",
+            "standardized": f"change of {output}\nper std of the feature",
+            "slope": f"change of {output}\nper unit of the feature",
+        }[attribution]
+        return text + "\nred: raises it, blue: lowers it"
+    if attribution == "contribution":
+        return f"contribution to {output}\n(slope × (value − background mean))"
+    if attribution == "standardized":
+        return f"change of {output}\nper standard deviation of the feature"
+    return f"change of {output}\nper unit of the feature (slope)"
 
 
 def _one_row(explanation, row, row_label):

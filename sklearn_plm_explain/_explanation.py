@@ -11,6 +11,13 @@ __all__ = ["Explanation"]
 # Fields that describe the batch as a whole; every other field is per row.
 _BATCH_FIELDS = ("classes", "feature_names", "method", "params")
 
+# What an attribution can be, and the per-row field holding it.
+ATTRIBUTIONS = {
+    "contribution": "contribution",
+    "standardized": "standardized",
+    "slope": "values",
+}
+
 
 class Explanation:
     """Explanations of a batch of rows, with per-row diagnostics.
@@ -162,9 +169,14 @@ class Explanation:
             ``"wide"``: one row per explained row, with one column per feature
             (the attributions of the explained target) followed by every
             one-dimensional per-row field and ``target_label``.
+            When the explanation labels its selected features (LIME, S-LIME),
+            a column ``as_list`` holds them in words with their weights, as
+            :meth:`as_list` gives them.
             ``"long"``: one row per (explained row, feature) pair, with
             columns ``row``, ``feature``, ``value``, ``target`` and
-            ``target_label`` (tidy form, for grouping and plotting).
+            ``target_label`` (tidy form, for grouping and plotting), plus
+            ``label`` (the feature with its bin or category at that row, e.g.
+            ``debt <= 10.70``) for labelled explanations.
 
         Returns
         -------
@@ -192,6 +204,12 @@ class Explanation:
         extra = [(n, a) for n, a in self._rows.items() if n != "values" and a.ndim == 1]
         if self.classes is not None:
             extra.append(("target_label", self.target_label))
+        if "selected_names" in self._rows:
+            text = [
+                "; ".join(f"{name} ({value:+.4g})" for name, value in self.as_list(i))
+                for i in range(len(self))
+            ]
+            extra.append(("as_list", np.asarray(text, dtype=object)))
         # A diagnostic whose name is also a feature's (a column "status" or
         # "score" in the data) gets a prefix rather than hiding the feature.
         taken = {name for name, _ in columns}
@@ -209,14 +227,29 @@ class Explanation:
         }
         if self.classes is not None:
             columns["target_label"] = np.repeat(self.target_label, d)
+        if "selected_names" in self._rows:
+            columns["label"] = np.concatenate([self._row_labels(i) for i in range(n)])
         return columns
 
-    def as_list(self, row=None, top_k=None):
+    def _row_labels(self, row):
+        """Label of every feature at ``row``: the selected ones with their
+        condition (``debt <= 10.70``), the others by name."""
+        labels = self.feature_names.astype(str).astype(object)
+        selected = np.asarray(self._rows["selected"][row]).astype(np.intp)
+        names = self._rows["selected_names"][row]
+        keep = selected >= 0
+        labels[selected[keep]] = names[keep]
+        return labels
+
+    def as_list(self, row=None, top_k=None, attribution="slope"):
         """Feature names and attributions of one row, largest magnitude first.
 
         Like ``lime``'s ``Explanation.as_list``: when the explanation records
         which features its surrogate selected (field ``selected``, as the LIME
-        explainers do), only those are listed; otherwise every feature is.
+        explainers do), only those are listed, under the label that says what
+        the weight belongs to (field ``selected_names``: ``debt <= 10.70`` for
+        a bin, ``size_cat=big`` for a category, the name for a continuous
+        feature, in lime's wording); otherwise every feature is, by name.
 
         Parameters
         ----------
@@ -225,12 +258,15 @@ class Explanation:
             holds a single row (such as ``E[i]``).
         top_k : int, default=None
             Keep only the ``top_k`` largest attributions; ``None`` keeps all.
+        attribution : {"slope", "contribution", "standardized"}, default="slope"
+            Which attributions are listed and ranked (see
+            :meth:`attributions`); ``"slope"`` lists ``values``, as lime does.
 
         Returns
         -------
         pairs : list of (str, float)
-            ``(feature_name, value)`` sorted by decreasing ``abs(value)``;
-            ties keep the feature order.
+            ``(label, value)`` sorted by decreasing ``abs(value)``; ties keep
+            the feature order.
 
         Examples
         --------
@@ -252,31 +288,80 @@ class Explanation:
             raise IndexError(f"row {row} is out of range for {n} explained rows.")
         if top_k is not None and top_k < 1:
             raise ValueError(f"top_k must be at least 1 or None; got {top_k}.")
-        values = self._rows["values"][row]
+        values = self.attributions(attribution)[row]
         features = np.arange(len(self.feature_names))
+        labels = self.feature_names
         if "selected" in self._rows:
             picked = np.asarray(self._rows["selected"][row]).astype(np.intp)
             features = np.unique(picked[picked >= 0])
+        if "selected_names" in self._rows:
+            labels = self._row_labels(row)
         # A stable sort keeps the feature order among equal magnitudes.
         order = features[np.argsort(-np.abs(values[features]), kind="stable")]
-        return [(str(self.feature_names[j]), float(values[j])) for j in order[:top_k]]
+        return [(str(labels[j]), float(values[j])) for j in order[:top_k]]
+
+    def attributions(self, kind="contribution"):
+        """Per-feature attributions of every row, in one of three readings.
+
+        Parameters
+        ----------
+        kind : {"contribution", "standardized", "slope"}, default="contribution"
+            * ``"slope"``: ``values`` as the explainer gives them, the change
+              of the explained output per unit of the feature (for
+              :class:`OpenAPIExplainer` the decision features, in the
+              feature's own unit; for the LIME explainers the surrogate
+              weights, per unit of the interpretable feature: one standard
+              deviation of a continuous feature, or being in the row's bin or
+              category).
+            * ``"standardized"``: slope times the feature's standard
+              deviation in the background data, so features measured in
+              different units compare.
+            * ``"contribution"``: slope times the row's value minus the
+              background mean: how much each feature moves the explained
+              output away from its value at the background mean; they add up,
+              ``baseline + contribution.sum(axis=1)`` is the explained
+              output at the row.
+
+        Returns
+        -------
+        attributions : ndarray of shape (n_samples, n_features)
+        """
+        if kind not in ATTRIBUTIONS:
+            raise ValueError(
+                f"kind must be one of {sorted(ATTRIBUTIONS)}; got {kind!r}."
+            )
+        field = ATTRIBUTIONS[kind]
+        if field not in self._rows:
+            raise ValueError(
+                f"This explanation has no {field!r} field, so it cannot give "
+                f"{kind!r} attributions; the package's explainers record it."
+            )
+        return np.asarray(self._rows[field], dtype=np.float64)
 
     def to_shap(self):
         """The explanation as a ``shap.Explanation``, to use shap's plots.
 
-        ``values`` are passed as they are: for :class:`OpenAPIExplainer`
-        they are slopes (decision features), for the LIME explainers the
-        surrogate weights, not per-feature contributions that add up to the
-        prediction. ``base_values`` is the intercept of the explained target
-        when the explanation has one (for a per-class ``intercept`` the entry
-        of each row's target), else zeros.
+        shap's values are additive contributions: ``base_values +
+        values.sum()`` is the model's output at the row. The explainers of
+        this package record exactly that: ``values`` are the
+        ``contribution`` field (slope times the row's value minus the
+        background mean, see :meth:`attributions`) and ``base_values`` the
+        ``baseline``, the explained output at the background mean. The
+        explained output is, for :class:`OpenAPIExplainer`, the target's
+        mean log-ratio ``mean_{c' != c} log(p_c / p_c')`` (the log-odds for two
+        classes; the prediction for a regressor), reproduced exactly at
+        certified rows; for the LIME explainers the surrogate's prediction
+        at the row (``local_pred``), LIME's estimate of the model's
+        probability. ``data`` are the explained rows, which colour shap's
+        beeswarm. (shap labels the base value ``E[f(X)]``; here it is each
+        row's local model evaluated at the background mean, not the mean of
+        the model's outputs.) An explanation without these fields (built by
+        hand) passes ``values`` and its intercepts instead.
 
         Returns
         -------
         explanation : shap.Explanation
-            With ``values``, ``base_values``, ``feature_names`` and, when the
-            explanation carries the explained rows in a ``data`` field,
-            ``data``.
+            With ``values``, ``base_values``, ``data`` and ``feature_names``.
 
         Raises
         ------
@@ -290,9 +375,14 @@ class Explanation:
                 "Explanation.to_shap needs the shap package: pip install shap"
             ) from exc
         data = self._rows.get("data")
+        if "contribution" in self._rows and "baseline" in self._rows:
+            values = self._rows["contribution"]
+            base_values = np.asarray(self._rows["baseline"], dtype=np.float64)
+        else:
+            values, base_values = self._rows["values"], self._target_intercept()
         return shap.Explanation(
-            values=self._rows["values"],
-            base_values=self._target_intercept(),
+            values=values,
+            base_values=base_values,
             data=data,
             feature_names=[str(f) for f in self.feature_names],
         )
@@ -306,7 +396,17 @@ class Explanation:
             return intercept[np.arange(len(self)), self._rows["target"]]
         return intercept
 
-    def plot(self, row=0, *, kind=None, image_shape=None, top_k=10, ax=None, **kw):
+    def plot(
+        self,
+        row=0,
+        *,
+        kind=None,
+        attribution=None,
+        image_shape=None,
+        top_k=10,
+        ax=None,
+        **kw,
+    ):
         """Draw the explanation; see :meth:`ExplanationDisplay.from_explanation`.
 
         Parameters
@@ -316,6 +416,9 @@ class Explanation:
         kind : {"bar", "image", "class_average"}, default=None
             ``None`` means ``"image"`` when ``image_shape`` is given, else
             ``"bar"``.
+        attribution : {"contribution", "standardized", "slope"}, default=None
+            What is drawn (see :meth:`attributions`); ``None`` means
+            contributions for bar charts and slopes for images.
         image_shape : tuple of int, default=None
             ``(height, width)`` of an image row.
         top_k : int, default=10
@@ -333,7 +436,14 @@ class Explanation:
         from sklearn_plm_explain._display import ExplanationDisplay
 
         return ExplanationDisplay.from_explanation(
-            self, row=row, kind=kind, image_shape=image_shape, top_k=top_k, ax=ax, **kw
+            self,
+            row=row,
+            kind=kind,
+            attribution=attribution,
+            image_shape=image_shape,
+            top_k=top_k,
+            ax=ax,
+            **kw,
         )
 
     @classmethod

@@ -43,6 +43,11 @@ from sklearn_plm_explain._blackbox import (
 )
 from sklearn_plm_explain._checkpoint import explain_in_chunks
 from sklearn_plm_explain._explanation import Explanation
+from sklearn_plm_explain._lime_output import (
+    Presentation,
+    effective_samples,
+    min_effective_samples,
+)
 from sklearn_plm_explain._validation import (
     class_indices,
     is_numeric_dtype,
@@ -131,8 +136,11 @@ class _TabularSpace:
             counts_list.append(counts)
             self.categories.append(values)
             self.cat_lookup.append({v: i for i, v in enumerate(values.tolist())})
+        # Codes held in an object array (numbers next to strings) count as
+        # numbers when every value is one.
         self.numeric_categories = all(
-            np.issubdtype(c.dtype, np.number) for c in self.categories
+            np.issubdtype(np.asarray(c.tolist()).dtype, np.number)
+            for c in self.categories
         )
         return counts_list
 
@@ -177,6 +185,10 @@ class _TabularSpace:
         self.tn_A, self.tn_B = A.ravel(), B.ravel()
         self.tn_mu, self.tn_S = mu.ravel(), S.ravel()
         self.tn_live = self.tn_S != 0
+        # Training frequency of every code, for labels and contributions.
+        self.code_freq = np.zeros(n_code * width)
+        for i, counts in enumerate(counts_list):
+            self.code_freq[i * width : i * width + counts.size] = counts / counts.sum()
         # Expected share of discretised draws that need a normal quantile.
         n_cat = self.n_cat
         probs = [c / c.sum() for c in counts_list[n_cat:]]
@@ -415,7 +427,9 @@ def _forward_selection(stats, label, k):
     chosen = []
     for _ in range(min(k, d)):
         if chosen:
-            H = np.linalg.solve(G[np.ix_(chosen, chosen)], G[chosen])
+            # Least squares, not solve: with a narrow kernel the weights sit
+            # on a few samples and the chosen block of G can be singular.
+            H = np.linalg.lstsq(G[np.ix_(chosen, chosen)], G[chosen], rcond=None)[0]
             c = b - H.T @ b[chosen]
             dv = diag - np.einsum("ij,ij->j", G[chosen], H)
         else:
@@ -528,6 +542,7 @@ class _BaseLime(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
             None,
         ],
         "mode": [StrOptions({"classification", "regression"})],
+        "feature_names": ["array-like", None],
         "categorical_features": ["array-like", None],
         "discretize_continuous": ["boolean"],
         "discretizer": [StrOptions({"quartile", "decile", "entropy"})],
@@ -584,6 +599,11 @@ class _BaseLime(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
                 )
         if self.discretize_continuous and self.discretizer == "entropy" and y is None:
             raise ValueError("discretizer='entropy' needs the training labels y.")
+        if self.feature_names is not None and len(self.feature_names) != Xv.shape[1]:
+            raise ValueError(
+                f"feature_names has {len(self.feature_names)} names but X has "
+                f"{Xv.shape[1]} columns."
+            )
         self.categorical_features_ = np.asarray(cat_cols, dtype=np.intp)
         num_cols = np.setdiff1d(np.arange(Xv.shape[1]), cat_cols)
         self.space_ = _TabularSpace(
@@ -710,8 +730,12 @@ class _BaseLime(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
             return
         classes = getattr(self.estimator_, "classes_", None)
         if classes is None:
-            # A bare callable: one probe of a training row reveals the width.
-            probe = np.asarray(self._caller(Xv[:1]))
+            # A bare callable: one probe of a training row reveals the width,
+            # sent as the explained rows will be (numbers when all are).
+            row = Xv[:1]
+            if row.dtype == object and self.space_.numeric_categories:
+                row = row.astype(np.float64)
+            probe = np.asarray(self._caller(row))
             if probe.ndim != 2:
                 raise ValueError(
                     "In classification mode the callable must return an array of "
@@ -785,7 +809,11 @@ class _BaseLime(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         perturbations that were not used to fit it: the score is the
         kernel-weighted R² between the surrogate's and the model's responses
         for the explained class, averaged over rows (higher is better, at most
-        1; it can be negative for a surrogate worse than a constant).
+        1; it can be negative for a surrogate worse than a constant). A
+        kernel too narrow for the neighbourhood gives a very negative score:
+        its surrogate is fitted on the row alone and fails on fresh points.
+        (A custom ``kernel`` that gives no fresh perturbation any weight
+        leaves the score undefined: NaN.)
 
         Parameters
         ----------
@@ -823,7 +851,7 @@ class _BaseLime(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
                 stop,
             )
 
-        return explain_in_chunks(
+        explanation = explain_in_chunks(
             self,
             checkpoint,
             run,
@@ -835,6 +863,8 @@ class _BaseLime(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
                 labels is not None,
             )[:k],
         )
+        self._warn_statuses(explanation)
+        return explanation
 
     def _explain_range(
         self, rows_data, targets, extra, keep_labels, seed, holdout, start, stop
@@ -884,6 +914,22 @@ class _BaseLime(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
             params=self._provenance(),
             **rows,
         )
+
+    def _warn_statuses(self, explanation):
+        """One ConvergenceWarning per kind of row whose result is not sound."""
+        few = explanation.status == "few_effective_samples"
+        if few.any():
+            ess = explanation.effective_samples[few]
+            warnings.warn(
+                f"{int(few.sum())} of {few.size} rows have fewer effective samples "
+                f"(Kish size of the kernel weights: median {np.median(ess):.3g}) "
+                f"than the {self._min_effective_samples()} their surrogate needs "
+                f"(status 'few_effective_samples'): their weights and score are not "
+                f"determined by the data. kernel_width={self.kernel_width_:.3g} "
+                "is usually too narrow for the neighbourhood; widen it.",
+                ConvergenceWarning,
+                stacklevel=4,
+            )
 
     def _not_run_result(self, extra):
         """The per-row result of a row not explained (the model failed first)."""
@@ -936,6 +982,8 @@ class _BaseLime(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         return class_indices(self.classes_, labels, what="labels")
 
     def _feature_names(self):
+        if self.feature_names is not None:
+            return np.asarray(self.feature_names, dtype=object)
         names = getattr(self, "feature_names_in_", None)
         if names is None:
             names = getattr(self.estimator_, "feature_names_in_", None)
@@ -947,6 +995,19 @@ class _BaseLime(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         params = self.get_params(deep=False)
         params.pop("estimator", None)
         return params
+
+    def _holdout_weights(self, dist):
+        """Kernel weights of fresh perturbations, relative to the largest.
+
+        A weighted R² does not change when all weights are scaled, so lime's
+        kernel is evaluated relative to the nearest point: with a narrow
+        kernel the weights no longer all underflow to 0 and the score stays
+        defined (and low), instead of undefined.
+        """
+        if self.kernel is not None:
+            return self._kernel(dist)
+        d2 = dist**2 - np.min(dist) ** 2
+        return np.exp(-d2 / (2.0 * self.kernel_width_**2))
 
     def _kernel(self, dist):
         if self.kernel is not None:
@@ -989,10 +1050,33 @@ class _BaseLime(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
             err._finished_rows = (sl.start, results)
             raise
         out = _stack_rows(results)
+        out.update(self._presented(out, rows, x_code, z0, X_orig))
         if holdout:
             ctx = _Group(rows, x_num, x_code, z0, X_orig, [(g[1],) for g in gens])
             out["holdout_score"] = self._holdout(ctx, bb, out)
         return out
+
+    def _presented(self, out, rows, x_code, z0, X_orig):
+        """What readers see: labels with their condition, contributions.
+
+        ``contribution`` is each weight times the row's interpretable value
+        minus its training mean, ``baseline`` the surrogate at that mean, so
+        ``baseline + contribution.sum(1) == local_pred``; ``standardized`` is
+        each weight times the training std of its interpretable feature.
+        """
+        pres = Presentation(self.space_, self._feature_names())
+        z, mean, std = pres.reference(x_code[rows], z0[rows])
+        values = out["values"]
+        contribution = values * (z - mean)
+        return {
+            "selected_names": pres.selected_names(
+                out["selected"], x_code[rows], X_orig[rows]
+            ),
+            "data": X_orig[rows],
+            "contribution": contribution,
+            "standardized": values * std,
+            "baseline": out["local_pred"] - contribution.sum(axis=1),
+        }
 
     # -- one group of rows: LIME -----------------------------------------------------------
     def _neighbourhoods(self, ctx, m, first, rows=None):
@@ -1046,9 +1130,16 @@ class _BaseLime(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         out = []
         for i, r in enumerate(ctx.rows):
             labels = self._explained_labels(Ys[i][0], r, targets, extra)
-            fits = self._lime_fit(Zs[i], Ys[i], labels)
-            out.append(self._row_result(fits, labels, n, True, "converged", 1))
+            fits, w = self._lime_fit(Zs[i], Ys[i], labels)
+            ess = effective_samples(w)
+            ok = ess >= self._min_effective_samples()
+            status = "converged" if ok else "few_effective_samples"
+            out.append(self._row_result(fits, labels, n, ok, status, 1, ess=ess))
         return out
+
+    def _min_effective_samples(self):
+        """Fewest effective samples for the surrogate (see ``effective_samples``)."""
+        return min_effective_samples(self._selected_width())
 
     def _weights(self, Z):
         dist = _distances(Z, Z[0])
@@ -1069,9 +1160,11 @@ class _BaseLime(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
                     ),
                 )
             )
-        return fits
+        return fits, w
 
-    def _row_result(self, fits, labels, n, converged, status, n_rounds, order=None):
+    def _row_result(
+        self, fits, labels, n, converged, status, n_rounds, order=None, ess=np.nan
+    ):
         """Per-row arrays; ``order`` keeps the selection order (else |weight|)."""
         d = self.space_.d
         k = self._selected_width()
@@ -1098,6 +1191,7 @@ class _BaseLime(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
             "n_samples": n,
             "n_queries": n,
             "n_rounds": n_rounds,
+            "effective_samples": ess,
             "converged": converged,
             "status": status,
             "labels": labels,
@@ -1121,7 +1215,11 @@ class _BaseLime(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         scores = np.empty(ctx.rows.size)
         for i, r in enumerate(ctx.rows):
             Z, y = Zs[i], Ys[i][:, int(out["target"][i])]
-            w = self._kernel(_distances(Z, ctx.z0[r]))
+            w = self._holdout_weights(_distances(Z, ctx.z0[r]))
+            if not w.sum() > 0:
+                # No fresh perturbation carries weight: fidelity is undefined.
+                scores[i] = np.nan
+                continue
             pred = out["intercept"][i] + Z @ out["values"][i][perm]
             ybar = w @ y / w.sum()
             floor = (1e-13 * abs(ybar)) ** 2 * w.sum()
@@ -1276,6 +1374,10 @@ class LimeTabularExplainer(_BaseLime):
         callable returning predictions. A fitted model is never refitted.
     mode : {"classification", "regression"}, default="classification"
         What the model's responses are.
+    feature_names : array-like of str, default=None
+        Names of the features, for the explanation and its labels (as in
+        lime); ``None`` takes the column names of a DataFrame ``X`` in
+        ``fit``, or the model's ``feature_names_in_``, or ``x0, x1, ...``.
     categorical_features : array-like of int, str or bool, default=None
         Categorical columns (indices, names of DataFrame columns, or a mask).
         ``None`` detects non-numeric columns (DataFrame dtypes or strings in
@@ -1354,10 +1456,22 @@ class LimeTabularExplainer(_BaseLime):
     -----
     ``values`` of the returned :class:`Explanation` are the surrogate's
     weights on the interpretable features (0 for features not selected);
-    ``selected`` lists the selected features by decreasing ``|weight|``;
+    ``selected`` lists the selected features by decreasing ``|weight|`` and
+    ``selected_names`` their labels in lime's wording (``debt <= 10.70``,
+    ``1.00 < x <= 2.00``, ``size_cat=big``; a continuous feature by name);
     ``score`` is the weighted R² of the surrogate on its own neighbourhood
-    (lime's ``score``); ``local_pred`` its prediction at the row. For plain
-    LIME ``converged`` is always True and ``status`` is ``"converged"``.
+    (lime's ``score``); ``local_pred`` its prediction at the row;
+    ``contribution``, ``standardized`` and ``baseline`` the readings of
+    :meth:`Explanation.attributions` (``baseline + contribution.sum(1) ==
+    local_pred``); ``data`` the explained rows.
+
+    ``effective_samples`` is the Kish size ``(Σw)² / Σw²`` of the row's
+    kernel weights. Below ten per surrogate parameter (``10 (k + 1)`` for
+    ``k`` selected features) the weights sit on too few perturbations for the
+    surrogate to be determined by the data, usually because ``kernel_width``
+    is too narrow for the neighbourhood: such a row has ``status
+    "few_effective_samples"`` and ``converged=False``, and :meth:`explain`
+    warns. Every other row is ``"converged"``.
 
     Examples
     --------
@@ -1386,6 +1500,7 @@ class LimeTabularExplainer(_BaseLime):
         estimator=None,
         *,
         mode="classification",
+        feature_names=None,
         categorical_features=None,
         discretize_continuous=True,
         discretizer="quartile",
@@ -1403,6 +1518,7 @@ class LimeTabularExplainer(_BaseLime):
     ):
         self.estimator = estimator
         self.mode = mode
+        self.feature_names = feature_names
         self.categorical_features = categorical_features
         self.discretize_continuous = discretize_continuous
         self.discretizer = discretizer

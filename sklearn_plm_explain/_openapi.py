@@ -164,6 +164,11 @@ class OpenAPIExplainer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         Class labels (``None`` for regressors).
     scale_ : ndarray of shape (n_features,)
         Per-feature unit of the sampling cube.
+    mean_ : ndarray of shape (n_features,)
+        Mean of the (numeric) features in ``fit``: the background of the
+        ``contribution`` and ``baseline`` fields.
+    std_ : ndarray of shape (n_features,)
+        Standard deviation of the features in ``fit`` (of ``standardized``).
     n_features_in_ : int
         Number of features seen during :meth:`fit`.
     feature_names_in_ : ndarray of shape (n_features_in_,)
@@ -280,6 +285,8 @@ class OpenAPIExplainer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
             )
             self.classes_ = self._resolve_classes(X, frame)
             self.scale_ = self._resolve_scale(X)
+            # The background of contributions and standardized slopes.
+            self.mean_, self.std_ = X.mean(axis=0), X.std(axis=0)
         return self
 
     def _numeric_part(self, X, reset):
@@ -396,7 +403,7 @@ class OpenAPIExplainer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
             X.shape[0],
             rows=(X, frame),
             target=target_idx,
-            not_run=lambda n: self._assemble([{"offset": 0}], n, 0),
+            not_run=lambda k: self._assemble([{"offset": 0}], np.zeros((k, X.shape[1]))),
         )
         _warn_failures(explanation.status)
         return explanation
@@ -416,9 +423,9 @@ class OpenAPIExplainer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
             )
         except ModelResponseError as err:
             if err.partial is not None and not isinstance(err.partial, Explanation):
-                err.partial = self._assemble([err.partial], stop - start, start)
+                err.partial = self._assemble([err.partial], X[start:stop], start)
             raise
-        return self._assemble(parts, stop - start, start)
+        return self._assemble(parts, X[start:stop], start)
 
     def transform(self, X):
         """Decision features of the predicted class, shape (n_samples, n_features).
@@ -777,8 +784,9 @@ class OpenAPIExplainer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         relative = noise_scale(state.L0[i][None, None, :])[0, 0]
         return state.tau0[i] > _ABSOLUTE_DOMINANCE * relative
 
-    def _assemble(self, parts, n, first):
-        """One Explanation of the ``n`` rows from ``first`` on."""
+    def _assemble(self, parts, X, first=0):
+        """One Explanation of the rows ``X`` (rows ``first`` on of the batch)."""
+        n = X.shape[0]
         if "offset" in parts[0]:
             # A partial result from a failing chunk: the other rows never ran.
             merged = _pad_partial(parts[0], n, self._n_outputs, self.scale_.size, first)
@@ -795,6 +803,7 @@ class OpenAPIExplainer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         names = self.get_feature_names_out()
         status = merged["status"].astype(object)
         merged.pop("status")
+        merged.update(self._presented(values, merged["intercept"], target, X))
         return Explanation(
             values=values,
             target=np.maximum(target, 0),
@@ -807,6 +816,26 @@ class OpenAPIExplainer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
             converged=status == "exact",
             **merged,
         )
+
+    def _presented(self, values, intercept, target, X):
+        """Contributions relative to the background mean, in the explained
+        output's units (the target's mean log-ratio, or the prediction).
+
+        On the row's region the output is ``values @ x + b`` with ``b`` the
+        target's intercept (scaled like ``values``), so ``baseline = values
+        @ mean_ + b`` and ``baseline + contribution.sum(1)`` is the output.
+        """
+        if self.classes_ is None:
+            b = intercept[:, 0]
+        else:
+            C = intercept.shape[1]
+            b = C / (C - 1) * intercept[np.arange(X.shape[0]), np.maximum(target, 0)]
+        return {
+            "data": X,
+            "contribution": values * (X - self.mean_),
+            "standardized": values * self.std_,
+            "baseline": values @ self.mean_ + b,
+        }
 
 
 class _ChunkState:

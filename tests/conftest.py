@@ -115,3 +115,20 @@ def v2_server():
     server.tally = tally
     yield server
     server.stop()
+
+
+@pytest.fixture(scope="session")
+def digits_lmt():
+    """A logistic model tree on digits with several leaves, its training rows
+    and 300 held-out rows."""
+    from sklearn.datasets import load_digits
+
+    from sklearn_plm_explain import LogisticModelTreeClassifier
+
+    X, y = load_digits(return_X_y=True)
+    X = X / 16.0
+    lmt = LogisticModelTreeClassifier(
+        prune=False, max_depth=3, split_point="midpoint", random_state=0
+    ).fit(X[:1200], y[:1200])
+    assert lmt.get_n_leaves() >= 4
+    return lmt, X[:1200], X[1200:1500]

@@ -39,7 +39,26 @@ def files(tmp_path_factory):
         writer.writerows(rows[:, :3].tolist())
     (root / "ragged.csv").write_text("a,b,c,d\n1,2,3,4\n1,2,3\n")
     (root / "words.csv").write_text("a,b,c,d\n1,2,3,4\n1,2,three,4\n")
+    (root / "empty_cell.csv").write_text("a,b,c,d\n1,2,3,4\n1,2,3,\n")
+    (root / "nan.csv").write_text("a,b,c,d\n1,2,3,4\n1,inf,3,4\n")
+    joblib.dump({"model": model}, root / "dict.joblib")
+    joblib.dump([1, 2, 3], root / "list.joblib")
+    joblib.dump(MLPClassifier((8,)), root / "unfitted.joblib")
+    (root / "garbage.joblib").write_bytes(b"this is not a pickle")
+    joblib.dump(_Exploding(), root / "exploding.joblib")
     return root
+
+
+class _Exploding(MLPClassifier):
+    """A fitted-looking classifier whose predict_proba fails with its own error."""
+
+    def __init__(self):
+        super().__init__()
+        self.classes_ = np.array([0, 1])
+        self.n_features_in_ = 4
+
+    def predict_proba(self, X):
+        raise RuntimeError("the scoring service is down")
 
 
 def _console_script():
@@ -126,9 +145,16 @@ def test_lime_to_stdout(files, capsys):
         ({"--model": "rows.csv"}, "cannot load a model"),
         ({"--data": "three_columns.csv"}, "3 columns but the model expects 4"),
         ({"--data": "ragged.csv"}, "data row 2 has 3 fields"),
-        ({"--data": "words.csv"}, "not a number"),
+        ({"--data": "words.csv"}, "data row 2, column 'c': 'three' is not a number"),
+        ({"--data": "empty_cell.csv"}, "data row 2, column 'd' is empty"),
+        ({"--data": "nan.csv"}, "data row 2, column 'b': 'inf' is not a finite"),
         ({"--target": "7"}, "unknown target '7'"),
         ({"--out": "out.txt"}, "must end in .csv or .json"),
+        ({"--model": "dict.joblib"}, "holds a dict, not a fitted scikit-learn model"),
+        ({"--model": "list.joblib"}, "holds a list, not a fitted scikit-learn model"),
+        ({"--model": "garbage.joblib"}, "not a file written by joblib.dump"),
+        ({"--model": "unfitted.joblib"}, "is not fitted; call its fit method before"),
+        ({"--model": "exploding.joblib"}, "RuntimeError: the scoring service is down"),
     ],
 )
 def test_bad_input_is_one_line(files, capsys, change, message):
@@ -138,9 +164,91 @@ def test_bad_input_is_one_line(files, capsys, change, message):
         argv += [key, value if key == "--target" else str(files / value)]
     code = main(argv)
     err = capsys.readouterr().err
-    assert code != 0
+    assert code == 2
     assert err.count("\n") == 1 and err.startswith("plm-explain: error:")
     assert message in err
+    assert "FrozenEstimator" not in err  # advice for the command line
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["explain", "--n-jobs", "0"], "argument --n-jobs: 0 jobs cannot run anything"),
+        (["explain", "--random-state", "-1"], "argument --random-state: must be"),
+        (["demo", "--n-jobs", "0"], "argument --n-jobs: 0 jobs cannot run anything"),
+    ],
+)
+def test_bad_option_values_in_our_words(files, capsys, args, message):
+    argv = [
+        *args,
+        "--model",
+        str(files / "mlp.joblib"),
+        "--data",
+        str(files / "rows.csv"),
+    ]
+    argv = argv if args[0] == "explain" else args
+    with pytest.raises(SystemExit) as info:
+        main(argv)
+    err = capsys.readouterr().err
+    assert info.value.code == 2
+    assert err.count("\n") == 1 and message in err
+    assert "Parallel" not in err  # not joblib's wording
+
+
+@pytest.mark.parametrize(
+    "out, message",
+    [
+        ("out.txt", "--out must end in .csv or .json"),
+        ("no/such/folder/out.csv", "does not exist"),
+    ],
+)
+def test_bad_out_is_refused_before_any_work(files, capsys, tmp_path, out, message):
+    # The model file does not even exist: --out is checked first.
+    code = main(
+        ["explain", "--model", str(tmp_path / "missing.joblib"),
+         "--data", str(files / "rows.csv"), "--out", str(tmp_path / out)]
+    )  # fmt: skip
+    err = capsys.readouterr().err
+    assert code == 2
+    assert message in err and "explained" not in err
+
+
+def test_demo_plot_without_matplotlib_is_refused_up_front(monkeypatch, capsys):
+    monkeypatch.setitem(sys.modules, "matplotlib", None)
+    code = main(["demo", "--plot", "digits.png"])
+    captured = capsys.readouterr()
+    assert code == 2
+    assert captured.out == ""  # the demo never started
+    assert captured.err.count("\n") == 1
+    assert 'pip install "sklearn-plm-explain[plot]"' in captured.err
+
+
+def test_demo_plot_with_an_unknown_format_is_refused_up_front(capsys):
+    pytest.importorskip("matplotlib")
+    assert main(["demo", "--plot", "digits.heatmap"]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert "unknown image format 'heatmap'" in captured.err
+
+
+def test_lime_output_carries_the_conditions(files, tmp_path):
+    out = tmp_path / "lime.csv"
+    code = main(
+        ["explain", "--model", str(files / "mlp.joblib"),
+         "--data", str(files / "rows.csv"), "--method", "lime",
+         "--num-samples", "300", "--num-features", "2", "--out", str(out)]
+    )  # fmt: skip
+    assert code == 0
+    rows = _read_rows(out)
+    # lime's wording with the CSV's own column names, e.g.
+    # "petal_length <= 1.60 (+0.1234); sepal_width > 3.30 (-0.0123)".
+    for row in rows:
+        parts = row["as_list"].split("; ")
+        assert len(parts) == 2
+        assert all(
+            p.split(" ")[0] in HEADER or p.split(" ")[2] in HEADER for p in parts
+        )
+        assert all(("<" in p) or (">" in p) for p in parts)
 
 
 @pytest.mark.parametrize(

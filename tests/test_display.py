@@ -140,18 +140,99 @@ def test_from_explainer_draws_the_requested_row(pyplot):
     X, y = load_iris(return_X_y=True)
     model = LogisticRegression(max_iter=1000).fit(X, y)
     explainer = OpenAPIExplainer(model, random_state=0).fit(X)
-    disp = ExplanationDisplay.from_explainer(explainer, X, row=100, top_k=2)
-    expected = explainer.explain(X[[100]]).values[0]
-    top = np.argsort(-np.abs(expected))[:2]
-    assert [t.get_text() for t in disp.ax_.get_yticklabels()] == [f"x{j}" for j in top]
-    np.testing.assert_allclose(
-        [b.get_width() for b in sorted(disp.bars_, key=lambda b: -b.get_y())],
-        expected[top],
-    )
-    assert "row 100" in disp.ax_.get_title()
+    e = explainer.explain(X[[100]])
+    # Contributions by default; raw slopes on request.
+    for attribution, expected in [(None, e.contribution[0]), ("slope", e.values[0])]:
+        disp = ExplanationDisplay.from_explainer(
+            explainer, X, row=100, top_k=2, attribution=attribution
+        )
+        top = np.argsort(-np.abs(expected))[:2]
+        labels = [t.get_text() for t in disp.ax_.get_yticklabels()]
+        assert labels == [f"x{j}" for j in top]
+        np.testing.assert_allclose(
+            [b.get_width() for b in sorted(disp.bars_, key=lambda b: -b.get_y())],
+            expected[top],
+        )
+        assert "row 100" in disp.ax_.get_title()
 
 
 def test_missing_matplotlib_gives_install_hint(monkeypatch):
     monkeypatch.setitem(sys.modules, "matplotlib.pyplot", None)
     with pytest.raises(ImportError, match=r"sklearn-plm-explain\[plot\]"):
         _explanation([[1.0, 2.0]]).plot()
+
+
+# -- what the bars and colours measure -----------------------------------------------------
+@pytest.fixture(scope="module")
+def cancer_explanation():
+    from sklearn.datasets import load_breast_cancer
+
+    data = load_breast_cancer()
+    X, y = data.data, data.target
+    model = LogisticRegression(max_iter=5000).fit(X, y)
+    return OpenAPIExplainer(model, random_state=0).fit(X).explain(X[:3]), X
+
+
+@pytest.mark.parametrize(
+    "attribution, field, words",
+    [
+        (None, "contribution", "contribution to the log-odds of class"),
+        ("contribution", "contribution", "(value − background mean)"),
+        ("standardized", "standardized", "per standard deviation of the feature"),
+        ("slope", "values", "per unit of the feature (slope)"),
+    ],
+)
+def test_bars_draw_the_chosen_attribution_and_say_which(
+    pyplot, cancer_explanation, attribution, field, words
+):
+    e, X = cancer_explanation
+    disp = e.plot(row=1, attribution=attribution, top_k=5)
+    drawn = getattr(e, field)[1]
+    top = np.argsort(-np.abs(drawn), kind="stable")[:5]
+    widths = [b.get_width() for b in sorted(disp.bars_, key=lambda b: -b.get_y())]
+    np.testing.assert_allclose(widths, drawn[top])
+    assert words in disp.ax_.get_xlabel()
+
+
+def test_raw_slopes_rank_by_unit_contributions_by_effect(pyplot, cancer_explanation):
+    """The issue's picture: a feature with a tiny range has a huge slope per
+    unit but moves the prediction little; contributions put it in its place."""
+    e, X = cancer_explanation
+    slope_top = np.argmax(np.abs(e.values[0]))
+    effect_top = np.argmax(np.abs(e.contribution[0]))
+    # Worst concavity (std 0.2) has the steepest slope, worst area (std 569)
+    # the largest effect: per unit of each, their slopes are not comparable.
+    assert X[:, slope_top].std() < 1e-3 * X[:, effect_top].std()
+    contribution_rank = np.argsort(-np.abs(e.contribution[0])).tolist()
+    assert contribution_rank.index(slope_top) >= 5
+
+
+def test_heatmap_colour_bar_says_what_red_and_blue_mean(pyplot):
+    X, y = load_iris(return_X_y=True)
+    model = LogisticRegression(max_iter=1000).fit(X, y)
+    e = OpenAPIExplainer(model, random_state=0).fit(X).explain(X[::10])
+    disp = e.plot(kind="class_average", image_shape=(2, 2))
+    label = disp.colorbar_.ax.get_ylabel()
+    assert "log-ratio" in label and "red: raises it, blue: lowers it" in label
+    disp = e.plot(row=0, image_shape=(2, 2), attribution="contribution")
+    assert disp.colorbar_.ax.get_ylabel().startswith("contribution to")
+
+
+def test_lime_bars_show_the_selected_features_with_their_conditions(pyplot):
+    from sklearn_plm_explain import LimeTabularExplainer
+
+    X, y = load_iris(return_X_y=True)
+    model = LogisticRegression(max_iter=1000).fit(X, y)
+    e = (
+        LimeTabularExplainer(model, num_features=2, num_samples=500, random_state=0)
+        .fit(X)
+        .explain(X[:1])
+    )
+    disp = e.plot(top_k=10)
+    assert len(disp.bars_) == 2  # only what the surrogate selected
+    labels = [t.get_text() for t in disp.ax_.get_yticklabels()]
+    assert sorted(labels) == sorted(name for name, _ in e.as_list(0))
+    assert all(("<" in lab) or (">" in lab) for lab in labels)
+    assert "P(class 0) (LIME surrogate)" in disp.ax_.get_xlabel()
+    disp = e.plot(attribution="slope")
+    assert disp.ax_.get_xlabel().startswith("surrogate weight")

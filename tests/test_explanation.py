@@ -4,6 +4,7 @@ import json
 
 import numpy as np
 import pytest
+from numpy.testing import assert_allclose
 
 from sklearn_plm_explain import Explanation
 
@@ -160,3 +161,60 @@ def test_status_counts_and_repr_count_the_same():
     with pytest.raises(ValueError, match="holds 4 rows"):
         e.as_list()
     assert e[2].as_list() == e.as_list(2)
+
+
+# -- contributions and shap's additivity ----------------------------------------------
+def _log_ratio(log_proba, target):
+    """mean over c' != c of log(p_c / p_c'): what OpenAPI's D_c is the slope of."""
+    n, C = log_proba.shape
+    own = log_proba[np.arange(n), target]
+    return (C * own - log_proba.sum(axis=1)) / (C - 1)
+
+
+@pytest.mark.parametrize("n_classes", [2, 3])
+def test_to_shap_adds_up_to_the_models_log_ratio(n_classes):
+    """base_values + values.sum() is the model's output in the explained units
+    (log-odds for two classes), at every certified row; data are the rows."""
+    shap = pytest.importorskip("shap")
+    from sklearn.datasets import load_breast_cancer, load_iris
+    from sklearn.neural_network import MLPClassifier
+    from sklearn.preprocessing import StandardScaler
+
+    from sklearn_plm_explain import OpenAPIExplainer
+
+    X, y = (load_breast_cancer if n_classes == 2 else load_iris)(return_X_y=True)
+    X = StandardScaler().fit_transform(X)
+    mlp = MLPClassifier((16,), max_iter=2000, random_state=0).fit(X, y)
+    e = OpenAPIExplainer(mlp, random_state=0).fit(X).explain(X[:15])
+    s = e.to_shap()
+    assert isinstance(s, shap.Explanation)
+    assert e.converged.all()
+    output = _log_ratio(mlp.predict_log_proba(X[:15]), e.target)
+    assert_allclose(s.base_values + s.values.sum(axis=1), output, atol=1e-9)
+    np.testing.assert_array_equal(s.data, X[:15])
+    # Contributions are slopes times the distance from the background mean.
+    assert_allclose(s.values, e.values * (X[:15] - X.mean(axis=0)))
+    assert_allclose(e.standardized, e.values * X.std(axis=0))
+
+
+def test_to_shap_of_lime_adds_up_to_the_surrogate():
+    pytest.importorskip("shap")
+    from sklearn.datasets import load_iris
+    from sklearn.linear_model import LogisticRegression
+
+    from sklearn_plm_explain import StableLIMEExplainer
+
+    X, y = load_iris(return_X_y=True)
+    model = LogisticRegression(max_iter=1000).fit(X, y)
+    e = StableLIMEExplainer(model, num_features=2, random_state=0).fit(X).explain(X[:5])
+    s = e.to_shap()
+    assert_allclose(s.base_values + s.values.sum(axis=1), e.local_pred)
+    np.testing.assert_array_equal(s.data, X[:5])
+
+
+def test_attributions_name_what_is_missing(explanation):
+    np.testing.assert_array_equal(explanation.attributions("slope"), explanation.values)
+    with pytest.raises(ValueError, match="no 'contribution' field"):
+        explanation.attributions()
+    with pytest.raises(ValueError, match="kind must be one of"):
+        explanation.attributions("raw")

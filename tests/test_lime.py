@@ -1,11 +1,14 @@
 """Tests of the LIME engine and LimeTabularExplainer."""
 
+import warnings
+
 import numpy as np
 import pytest
 from numpy.testing import assert_allclose, assert_array_equal
 from scipy import stats
 from sklearn.base import clone
 from sklearn.datasets import load_breast_cancer, load_iris
+from sklearn.exceptions import ConvergenceWarning
 from sklearn.linear_model import LinearRegression, LogisticRegression
 from sklearn.model_selection import train_test_split
 
@@ -543,3 +546,178 @@ def test_parity_with_lime_digits_mlp(discretize):
     assert within.mean() >= 0.97, np.flatnonzero(~within)
     # The weights are not trivially equal: real signal on several features.
     assert (np.abs(ours.mean(axis=0)) > 4 * se).sum() >= 5
+
+
+# -- labels: what each weight belongs to -------------------------------------------------
+def _stepped(X):
+    """P(class 1) falls with x0, rises with x1; x2 does nothing."""
+    X = np.asarray(X, dtype=float)
+    p = 1 / (1 + np.exp(2.0 * (X[:, 0] - 4.5) - (X[:, 1] - 4.5)))
+    return np.column_stack([1 - p, p])
+
+
+def test_labels_carry_the_bin_condition():
+    # Quartiles of 1..8 are 2.75, 4.5 and 6.25.
+    X = np.tile(np.arange(1.0, 9.0), (3, 1)).T
+    lime = LimeTabularExplainer(
+        _stepped, num_features=2, num_samples=2000, random_state=0
+    ).fit(X)
+    e = lime.explain(np.array([[1.0, 3.0, 5.0], [8.0, 5.0, 7.0]]), target=1)
+    # The row's own bins, in lime's wording; x2 is never selected.
+    assert e.as_list(0)[0][0] == "x0 <= 2.75"
+    assert {name for name, _ in e.as_list(0)} == {"x0 <= 2.75", "2.75 < x1 <= 4.50"}
+    assert {name for name, _ in e.as_list(1)} == {"x0 > 6.25", "4.50 < x1 <= 6.25"}
+    # They read the right way round: a low x0 raises P(class 1), a high one
+    # lowers it.
+    assert dict(e.as_list(0))["x0 <= 2.75"] > 0
+    assert dict(e.as_list(1))["x0 > 6.25"] < 0
+    assert e.selected_names.shape == e.selected.shape
+
+
+def test_labels_in_frames_plots_and_json():
+    X = np.tile(np.arange(1.0, 9.0), (3, 1)).T
+    lime = LimeTabularExplainer(
+        _stepped, num_features=2, num_samples=500, random_state=0,
+        feature_names=["debt", "income", "age"],
+    ).fit(X)  # fmt: skip
+    e = lime.explain(np.array([[1.0, 3.0, 5.0]]), target=1)
+    assert {name for name, _ in e.as_list(0)} == {"debt <= 2.75", "2.75 < income <= 4.50"}  # fmt: skip
+    long = e.to_frame(kind="long")
+    assert long["label"].tolist() == ["debt <= 2.75", "2.75 < income <= 4.50", "age"]
+    assert long["feature"].tolist() == ["debt", "income", "age"]
+    wide = e.to_frame()
+    assert wide["as_list"][0].startswith("debt <= 2.75 (+")
+    import json
+
+    from sklearn_plm_explain import Explanation
+
+    back = Explanation.from_dict(json.loads(json.dumps(e.to_dict())))
+    assert back.as_list(0) == e.as_list(0)
+
+
+def test_categorical_labels_name_the_category():
+    rng = np.random.default_rng(0)
+    n = 400
+    X = np.empty((n, 2), dtype=object)
+    X[:, 0] = rng.normal(size=n)
+    X[:, 1] = rng.choice(["small", "big"], size=n)
+
+    def model(A):
+        p = np.where(A[:, 1] == "big", 0.8, 0.3)
+        return np.column_stack([1 - p, p])
+
+    lime = LimeTabularExplainer(
+        model, num_features=1, num_samples=500, random_state=0,
+        feature_names=["weight", "size_cat"], discretize_continuous=False,
+    ).fit(X)  # fmt: skip
+    rows = np.array([[0.1, "big"], [0.1, "small"], [0.1, "huge"]], dtype=object)
+    e = lime.explain(rows, target=1)
+    assert [e.as_list(i)[0][0] for i in range(3)] == [
+        "size_cat=big",
+        "size_cat=small",
+        "size_cat=huge",  # unseen in training: still named by its value
+    ]
+    # Integer codes print as integers, as in lime.
+    Xc = np.column_stack([rng.normal(size=n), rng.integers(0, 3, n)])
+    lime = LimeTabularExplainer(
+        lambda A: np.column_stack([1 - A[:, 1] / 3, A[:, 1] / 3]),
+        categorical_features=[1], num_features=1, num_samples=300, random_state=0,
+    ).fit(Xc)  # fmt: skip
+    assert lime.explain(np.array([[0.0, 2.0]]), target=1).as_list(0)[0][0] == "x1=2"
+
+
+@pytest.mark.parity
+@pytest.mark.parametrize("discretizer", ["quartile", "decile", "entropy"])
+def test_labels_match_lime_as_list(discretizer):
+    """Every feature's label, as lime 0.2.0.1's as_list writes it, on the same
+    data: breast cancer bins plus an integer-coded categorical column with
+    names."""
+    lime_tabular = pytest.importorskip("lime.lime_tabular")
+    data = load_breast_cancer()
+    X, y = data.data[:, :8], data.target
+    rng = np.random.default_rng(0)
+    codes = rng.integers(0, 3, X.shape[0])
+    sizes = np.array(["small", "medium", "big"])
+    names = [*data.feature_names[:8], "size_cat"]
+    X_codes = np.column_stack([X, codes])
+    X_words = np.column_stack([X.astype(object), sizes[codes]])
+    Xtr, ytr = X_codes[:450], y[:450]
+
+    def proba(A):
+        p = 1 / (1 + np.exp(-(A[:, 0].astype(float) - 14.0)))
+        return np.column_stack([1 - p, p])
+
+    theirs = lime_tabular.LimeTabularExplainer(
+        Xtr, feature_names=names, categorical_features=[8],
+        categorical_names={8: list(sizes)}, discretizer=discretizer,
+        training_labels=ytr, feature_selection="none", random_state=0,
+    )  # fmt: skip
+    ours = LimeTabularExplainer(
+        proba, feature_names=names, discretizer=discretizer,
+        feature_selection="none", num_samples=300, random_state=0,
+    ).fit(X_words[:450], ytr)  # fmt: skip
+    rows = np.arange(450, 480)
+    e = ours.explain(X_words[rows], target=1)
+    for pos, r in enumerate(rows):
+        exp = theirs.explain_instance(
+            X_codes[r], proba, labels=(1,), num_features=9, num_samples=300
+        )
+        expected = {
+            j: name for (j, _), (name, _) in zip(exp.as_map()[1], exp.as_list(1))
+        }
+        got = dict(zip(e.selected[pos].tolist(), e.selected_names[pos].tolist()))
+        assert got == expected
+
+
+# -- narrow kernels: effective sample size ------------------------------------------------
+@pytest.mark.parametrize("discretize", [True, False])
+@pytest.mark.parametrize("selection", ["forward_selection", "auto", "lasso_path"])
+def test_narrow_kernel_is_flagged_not_a_crash(cancer, discretize, selection):
+    """At kernel_width 0.1 the weights sit on the row itself: every selection
+    mode runs (forward selection used to raise 'Singular matrix'), and the rows
+    are flagged instead of reporting a perfect fit."""
+    Xtr, Xte, _, model = cancer
+    lime = LimeTabularExplainer(
+        model, kernel_width=0.1, num_features=5, num_samples=500,
+        discretize_continuous=discretize, feature_selection=selection,
+        random_state=0,
+    ).fit(Xtr)  # fmt: skip
+    with pytest.warns(ConvergenceWarning, match="fewer effective samples"):
+        e = lime.explain(Xte[:3])
+    assert_array_equal(e.status, "few_effective_samples")
+    assert not e.converged.any()
+    assert (e.effective_samples < 2).all()
+    assert np.isfinite(e.values).all()
+
+
+def test_default_kernel_has_many_effective_samples(cancer):
+    Xtr, Xte, _, model = cancer
+    lime = LimeTabularExplainer(model, num_samples=1000, random_state=0).fit(Xtr)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)
+        e = lime.explain(Xte[:3])
+    assert e.converged.all()
+    assert (e.effective_samples > 900).all()
+    # Kish's size of the weights themselves.
+    from sklearn_plm_explain._lime_output import effective_samples
+
+    assert effective_samples([1.0, 1.0, 0.0, 0.0]) == 2.0
+    assert effective_samples([1e-300, 1e-300]) == 2.0
+    assert effective_samples(np.zeros(3)) == 0.0
+
+
+# -- contributions ---------------------------------------------------------------------
+def test_contributions_add_up_to_the_local_prediction(cancer):
+    Xtr, Xte, _, model = cancer
+    for disc in (True, False):
+        lime = LimeTabularExplainer(
+            model, num_samples=500, discretize_continuous=disc, random_state=0
+        ).fit(Xtr)
+        e = lime.explain(Xte[:4])
+        assert_allclose(e.baseline + e.contribution.sum(axis=1), e.local_pred)
+        assert_allclose(e.data, Xte[:4])
+        if not disc:
+            # Continuous: weight per training std, value standardised.
+            z = (Xte[:4] - Xtr.mean(axis=0)) / Xtr.std(axis=0)
+            assert_allclose(e.contribution, e.values * z)
+            assert_allclose(e.standardized, e.values)

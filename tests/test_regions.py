@@ -3,10 +3,9 @@
 import warnings
 
 import numpy as np
-import pytest
 from hypothesis import assume, given
 from hypothesis import strategies as st
-from sklearn.datasets import load_digits, make_blobs
+from sklearn.datasets import make_blobs
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.neural_network import MLPClassifier
 
@@ -30,17 +29,6 @@ def _rel_err(e, model, X):
     W, _ = local_linear_model(model, X)
     truth = decision_features(W, e.target)
     return np.abs(e.values - truth).sum(1) / np.abs(truth).sum(1)
-
-
-@pytest.fixture(scope="module")
-def digits_lmt():
-    X, y = load_digits(return_X_y=True)
-    X = X / 16.0
-    lmt = LogisticModelTreeClassifier(
-        prune=False, max_depth=3, split_point="midpoint", random_state=0
-    ).fit(X[:1200], y[:1200])
-    assert lmt.get_n_leaves() >= 4
-    return lmt, X[:1200], X[1200:1500]
 
 
 def test_reuse_matches_per_row_solving_on_a_tree(digits_lmt):

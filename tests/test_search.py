@@ -4,6 +4,8 @@ import pickle
 import warnings
 
 import numpy as np
+import pytest
+from sklearn.base import clone
 from sklearn.datasets import load_breast_cancer
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.frozen import FrozenEstimator
@@ -75,3 +77,43 @@ def test_grid_search_over_slime_kernel_and_sample_size():
     assert scores[widths == 0.3].max() < scores[widths != 0.3].min()
     assert pickle.dumps(mlp) == before
     assert search.best_estimator_.estimator_.estimator is mlp
+
+
+def test_grid_search_over_lime_kernel_width_runs_at_any_width():
+    """Narrow kernels used to raise 'Singular matrix' in forward selection
+    (kernel_width 0.1, or 1 with continuous features). Every width and both
+    representations now run; the narrow ones are flagged and score worst."""
+    from sklearn_plm_explain import LimeTabularExplainer, StableLIMEExplainer
+
+    mlp, X = _bc_mlp()
+    grid = {
+        "kernel_width": [0.1, 0.3, 1.0, 3.0],
+        "discretize_continuous": [True, False],
+    }
+    for explainer in [
+        LimeTabularExplainer(
+            FrozenEstimator(mlp), num_features=5, num_samples=300, random_state=0
+        ),
+        StableLIMEExplainer(
+            FrozenEstimator(mlp),
+            num_features=5,
+            num_samples=300,
+            n_max=1200,
+            random_state=0,
+        ),  # fmt: skip
+    ]:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ConvergenceWarning)
+            search = GridSearchCV(explainer, grid, cv=2, error_score="raise").fit(
+                X[:40]
+            )
+        scores = search.cv_results_["mean_test_score"]
+        assert np.isfinite(scores).all()
+        params = search.cv_results_["params"]
+        narrow = np.array([p["kernel_width"] <= 0.3 for p in params])
+        assert scores[narrow].max() < scores[~narrow].max()
+        # The narrowest setting is flagged row by row.
+        best = search.best_estimator_
+        with pytest.warns(ConvergenceWarning, match="fewer effective samples"):
+            e = clone(best).set_params(kernel_width=0.1).fit(X).explain(X[:3])
+        assert (e.status == "few_effective_samples").all()

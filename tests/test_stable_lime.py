@@ -1,11 +1,13 @@
 """Tests of StableLIMEExplainer (S-LIME) and of its LARS-step test."""
 
+import warnings
 from collections import Counter
 
 import numpy as np
 import pytest
 from numpy.testing import assert_array_equal
 from sklearn.datasets import load_breast_cancer
+from sklearn.exceptions import ConvergenceWarning
 from sklearn.linear_model import LogisticRegression
 from sklearn.model_selection import train_test_split
 
@@ -49,16 +51,31 @@ def test_clear_gap_passes_at_small_n():
     assert t.z[0] > 1.645  # z_0.05
 
 
-def test_equal_effects_fail_and_ask_for_more():
+def test_equal_effects_fail_the_strict_test_and_ask_for_more():
     fails = 0
     for seed in range(20):
         Z, w, y = _neighbourhood([1.0, 1.0, 0.0], 1000, seed)
-        t = lars_step_tests(Z, w, y, k=1, alpha=0.05)
+        t = lars_step_tests(Z, w, y, k=1, alpha=0.05, tie_margin=0.0)
         fails += not t.passed
         if not t.passed:
             assert t.n_needed > 1000
-    # Under equal effects the statistic is N(0, 1/2): P(pass) = P(N > 2.33) ~ 1 %.
+    # Under equal effects the statistic is about N(0, 1/2): P(pass) ~ 1 %.
     assert fails >= 18
+
+
+def test_equal_effects_pass_as_a_tie_once_resolved():
+    """With a margin, two equal effects are a tie the sample settles: at
+    n = 200 the gap's uncertainty is still larger than the margin, at
+    n = 20000 well inside it, and a failing step asks for a finite size."""
+    small, large = [], []
+    for seed in range(10):
+        Z, w, y = _neighbourhood([1.0, 1.0, 0.0], 20000, seed)
+        t = lars_step_tests(Z[:200], w[:200], y[:200], k=1, alpha=0.05)
+        small.append(t.passed)
+        assert t.passed or 200 < t.n_needed < np.inf
+        large.append(lars_step_tests(Z, w, y, k=1, alpha=0.05).passed)
+    assert sum(small) <= 2
+    assert all(large)
 
 
 def test_smaller_alpha_never_needs_fewer_samples():
@@ -72,24 +89,56 @@ def test_smaller_alpha_never_needs_fewer_samples():
             prev_needed, prev_passed = t.n_needed, t.passed
 
 
-def test_statistic_matches_its_definition():
-    """Δ / sqrt(2 σ² / n) with one variance for both signs (negative effect)."""
-    Z, w, y = _neighbourhood([-2.0, 1.5], 400, 3)
-    t = lars_step_tests(Z, w, y, k=1, alpha=0.05)
+@pytest.mark.parametrize("margin", [0.0, 0.15])
+def test_statistic_matches_its_definition(margin):
+    """(Δ + margin |ĉ1|) / (sqrt(2) se) with se from 16 batch means and one
+    variance for both signs (a negative effect)."""
+    Z, w, y = _neighbourhood([-2.0, 1.5], 401, 3)
+    t = lars_step_tests(Z, w, y, k=1, alpha=0.05, tie_margin=margin)
     Zc, yc = Z - Z.mean(axis=0), y - y.mean()
     c = Zc.T @ yc / len(y)
     assert np.argmax(np.abs(c)) == t.active[0] == 0
     p = yc * (np.sign(c[0]) * Zc[:, 0] - np.sign(c[1]) * Zc[:, 1])
-    expected = p.mean() / np.sqrt(2 * p.var(ddof=1) / len(y))
+    # 400 draws after the row itself: 16 batches of 25.
+    batches = p[1:].reshape(16, 25).mean(axis=1)
+    se = batches.std(ddof=1) * np.sqrt(25 / 401)
+    expected = (p.mean() + margin * abs(c[0])) / (np.sqrt(2) * se)
     assert np.isclose(t.z[0], expected)
+
+
+def test_batch_means_see_the_even_cover_of_a_sobol_sample():
+    """The gap of a quasi-random sample varies far less from seed to seed than
+    the independent-draws formula says; batch means follow it, from above."""
+    from scipy.special import ndtri
+    from scipy.stats import qmc
+
+    gaps, iid, batched = [], [], []
+    for seed in range(20):
+        U = qmc.Sobol(3, scramble=True, seed=seed).random_base2(12)
+        Z = ndtri(np.clip(U, 1e-16, 1 - 1e-16))
+        Z = np.vstack([np.zeros(3), Z])  # row 0, the explained row
+        y = np.tanh(Z @ [1.0, 0.8, 0.3])
+        t = lars_step_tests(Z, np.ones(len(y)), y, k=1, alpha=0.05, tie_margin=0.0)
+        Zc, yc = Z - Z.mean(axis=0), y - y.mean()
+        c = Zc.T @ yc / len(y)
+        p = yc * (np.sign(c[0]) * Zc[:, 0] - np.sign(c[1]) * Zc[:, 1])
+        gaps.append(p.mean())
+        iid.append(np.sqrt(p.var(ddof=1) / len(p)))
+        batched.append(p.mean() / (np.sqrt(2) * t.z[0]))
+    spread = np.std(gaps, ddof=1)
+    assert np.mean(iid) > 3 * spread
+    assert spread < np.mean(batched) < np.mean(iid) / 4
 
 
 def test_exact_tie_and_short_path_do_not_crash():
     rng = np.random.default_rng(0)
     Z = rng.normal(size=(300, 3))
     Z[:, 1] = Z[:, 0]  # duplicated column: an exact tie at the first step
-    t = lars_step_tests(Z, np.ones(300), Z[:, 0] + 0.1 * Z[:, 2], k=5, alpha=0.05)
+    y = Z[:, 0] + 0.1 * Z[:, 2]
+    t = lars_step_tests(Z, np.ones(300), y, k=5, alpha=0.05, tie_margin=0.0)
     assert not t.passed and t.n_needed == np.inf
+    # Within any margin an exact tie is settled at once.
+    assert lars_step_tests(Z, np.ones(300), y, k=1, alpha=0.05).passed
     # A path shorter than k: y depends on one feature only, then stops.
     Z = rng.normal(size=(300, 4))
     t = lars_step_tests(Z, np.ones(300), 2 * Z[:, 3], k=4, alpha=0.05)
@@ -115,13 +164,20 @@ def test_clear_gap_converges_without_growing():
     assert_array_equal(e.selected, [[0, 1]] * 3)
 
 
-def test_equal_effects_reach_n_max_and_report_it():
+def test_equal_effects_reach_n_max_under_the_strict_test_and_report_it():
     X = _train(2)
     model = Counting(lambda A: A[:, 0] + A[:, 1])
     s = StableLIMEExplainer(
-        model, num_features=1, num_samples=500, n_max=4000, random_state=0, **CONT
+        model,
+        num_features=1,
+        num_samples=500,
+        n_max=4000,
+        tie_margin=0.0,
+        random_state=0,
+        **CONT,
     ).fit(X)
-    e = s.explain(X[:6])
+    with pytest.warns(ConvergenceWarning, match=r"(\d) of 6 rows reached n_max=4000"):
+        e = s.explain(X[:6])
     hit = e.status == "n_max_reached"
     assert hit.sum() >= 5
     assert_array_equal(e.n_samples[hit], 4000)
@@ -133,6 +189,23 @@ def test_equal_effects_reach_n_max_and_report_it():
     assert (e.n_rounds[hit] >= 2).all()
 
 
+def test_equal_effects_converge_as_a_tie_by_default():
+    X = _train(2)
+    s = StableLIMEExplainer(
+        lambda A: A[:, 0] + A[:, 1],
+        num_features=1,
+        num_samples=500,
+        n_max=20000,
+        random_state=0,
+        **CONT,
+    ).fit(X)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)
+        e = s.explain(X[:6])
+    assert e.converged.all()
+    assert (e.n_samples < 20000).all()
+
+
 def test_exact_tie_reaches_n_max_without_crash():
     X = _train(3)
     X[:, 1] = X[:, 0]
@@ -141,10 +214,12 @@ def test_exact_tie_reaches_n_max_without_crash():
         num_features=3,
         num_samples=200,
         n_max=800,
+        tie_margin=0.0,
         random_state=0,
         **CONT,
     ).fit(X)
-    e = s.explain(X[:2])
+    with pytest.warns(ConvergenceWarning):
+        e = s.explain(X[:2])
     assert_array_equal(e.status, "n_max_reached")
     assert_array_equal(e.n_samples, 800)
 
@@ -173,6 +248,7 @@ def test_alpha_is_honoured():
     X = _train(3)
     fn = lambda A: A @ [1.0, 0.93, 0.0]  # noqa: E731
     kw = {"num_features": 1, "num_samples": 500, "n_max": 50000, "random_state": 0}
+    kw["tie_margin"] = 0.0  # the gap itself must be resolved
     loose = StableLIMEExplainer(fn, alpha=0.3, **kw, **CONT).fit(X).explain(X[:8])
     strict = StableLIMEExplainer(fn, alpha=0.001, **kw, **CONT).fit(X).explain(X[:8])
     assert np.median(strict.n_samples) > np.median(loose.n_samples)
@@ -180,7 +256,7 @@ def test_alpha_is_honoured():
 
 def test_every_requested_label_is_tested():
     """Class 0 is clear-cut, class 1 has two equal effects: asking for class 1
-    too must drive the sample to n_max."""
+    too must drive the sample to n_max under the strict test."""
 
     def model(A):
         p0 = 0.3 + 0.2 * np.tanh(A[:, 0])
@@ -192,13 +268,15 @@ def test_every_requested_label_is_tested():
         "num_features": 1,
         "num_samples": 300,
         "n_max": 3000,
+        "tie_margin": 0.0,
         "random_state": 0,
         "discretize_continuous": False,
         "sample_around_instance": True,
     }
     s = StableLIMEExplainer(model, **kw).fit(X)
     alone = s.explain(X[:4], target=0)
-    both = s.explain(X[:4], target=0, labels=[1])
+    with pytest.warns(ConvergenceWarning):
+        both = s.explain(X[:4], target=0, labels=[1])
     assert np.median(alone.n_samples) < 3000
     assert (both.n_samples >= alone.n_samples).all()
     assert (both.status == "n_max_reached").sum() >= 3
@@ -335,7 +413,13 @@ def test_bad_response_in_a_later_round_names_the_growing_rows():
         [[0.0, 0.0, -8.0], [0.0, 0.0, 8.0], [1.0, 0.0, -8.0], [1.0, 0.0, 8.0]]
     )
     s = StableLIMEExplainer(
-        model, num_features=1, num_samples=400, n_max=2000, random_state=0, **CONT
+        model,
+        num_features=1,
+        num_samples=400,
+        n_max=2000,
+        tie_margin=0.0,
+        random_state=0,
+        **CONT,
     ).fit(X)
     with pytest.raises(ModelResponseError, match="non-finite") as info:
         s.explain(rows)
