@@ -94,7 +94,7 @@ def explain_in_chunks(explainer, checkpoint, run, n, *, rows, target, not_run):
     ``run(start, stop, seed)`` explains rows ``start:stop`` and returns their
     :class:`Explanation`; on a :class:`ModelResponseError` it leaves the
     rows it finished in the error's ``partial`` (an Explanation of those
-    rows). ``not_run(k)`` gives ``k`` rows marked not run, with the batch
+    rows). ``not_run(start, stop)`` gives rows ``start:stop`` marked not run, with the batch
     fields of the explainer. ``rows`` and ``target`` are what identifies the
     call's data (arrays, or tuples of them).
     """
@@ -115,8 +115,8 @@ def explain_in_chunks(explainer, checkpoint, run, n, *, rows, target, not_run):
             except ModelResponseError as err:
                 partial = err.partial
                 if not isinstance(partial, Explanation):
-                    partial = not_run(stop - start)
-                err.partial = _join([*parts, partial, not_run(n - stop)], not_run)
+                    partial = not_run(start, stop)
+                err.partial = _join([*parts, partial, not_run(stop, n)], not_run)
                 raise
             store.save(start, stop, part)
         parts.append(part)
@@ -127,7 +127,7 @@ def explain_in_chunks(explainer, checkpoint, run, n, *, rows, target, not_run):
 
 def _join(parts, not_run):
     """One Explanation of the parts' rows, with the explainer's batch fields."""
-    template = not_run(0)
+    template = not_run(0, 0)
     parts = [p for p in parts if len(p)]
     if not parts:
         return template

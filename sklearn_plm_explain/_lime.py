@@ -858,10 +858,9 @@ class _BaseLime(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
             n,
             rows=(X_num, X_cat),
             target=(targets, extra),
-            not_run=lambda k: self._as_explanation(
-                [self._not_run_result(extra) for _ in range(max(k, 1))],
-                labels is not None,
-            )[:k],
+            not_run=lambda a, b: self._not_run_explanation(
+                rows_data, extra, labels is not None, a, b
+            ),
         )
         self._warn_statuses(explanation)
         return explanation
@@ -892,10 +891,31 @@ class _BaseLime(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
                 for i, res in enumerate(results):
                     if res is not None:
                         rows[first - start + i] = res
-                err.partial = self._as_explanation(rows, keep_labels)
+                err.partial = self._present_rows(
+                    rows, rows_data, keep_labels, start, stop
+                )
             raise
         rows = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
         return self._as_explanation(rows, keep_labels)
+
+    def _not_run_explanation(self, rows_data, extra, keep_labels, start, stop):
+        """Rows ``start:stop`` marked not run (the model failed first)."""
+        # An empty range still needs one row to carry the fields' shapes (a
+        # template for joining partial results); it is cut off again below.
+        rows = [self._not_run_result(extra) for _ in range(max(stop - start, 1))]
+        full = self._present_rows(
+            rows, rows_data, keep_labels, start, max(stop, start + 1)
+        )
+        return full[: stop - start]
+
+    def _present_rows(self, rows, rows_data, keep_labels, start, stop):
+        """An Explanation of per-row results of rows ``start:stop``, with
+        what readers see (labels with conditions, contributions) added."""
+        out = _stack_rows(rows)
+        _, x_code, z0, _, X_orig = rows_data
+        index = np.arange(start, stop) % max(x_code.shape[0], 1)
+        out.update(self._presented(out, index, x_code, z0, X_orig))
+        return self._as_explanation(out, keep_labels)
 
     def _as_explanation(self, rows, keep_labels):
         """An Explanation of per-row results (a list of them, or stacked)."""
@@ -948,6 +968,7 @@ class _BaseLime(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
             "n_samples": 0,
             "n_queries": 0,
             "n_rounds": 0,
+            "effective_samples": np.nan,
             "converged": False,
             "status": "not_run",
             "labels": labels,

@@ -403,7 +403,7 @@ class OpenAPIExplainer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
             X.shape[0],
             rows=(X, frame),
             target=target_idx,
-            not_run=lambda k: self._assemble([{"offset": 0}], np.zeros((k, X.shape[1]))),
+            not_run=lambda a, b: self._assemble([{"offset": a}], X[a:b], a),
         )
         _warn_failures(explanation.status)
         return explanation
