@@ -7,15 +7,30 @@ median wall time per explanation; rows = median points sent to the model per
 explanation. Run twice: discretised (lime's default) and continuous sampled
 around the instance.
 
-Usage: ``python benchmarks/bench_stability.py [--quick] [--blas-threads N]``
+Part ``rule``: S-LIME's stopping rule before and after the indifference
+margin, on ``X_test[0:10]`` x 20 seeds (ANCHORS §7): the previous rule
+(variance as for independent draws, no margin) side by side with batch-means
+variance and margins 0 ... 0.2, with the share of converged explanations.
+
+Part ``variance``: how far each standard error of a LARS step's gap is from
+the gap's actual seed-to-seed spread under Sobol' sampling (rows 0, 1 and 5,
+20 seeds, 8193 samples): the i.i.d. formula against batch means.
+
+Usage: ``python benchmarks/bench_stability.py [--quick] [--blas-threads N]
+[--part all|methods|rule|variance]``
 """
 
+import math
+import sys
 import time
+import warnings
+from contextlib import contextmanager, nullcontext
 
 import numpy as np
 from _lime_models import TimedModel, bc_rf, blas_args, header, limit_blas, table
+from sklearn.exceptions import ConvergenceWarning
 
-from sklearn_plm_explain import LimeTabularExplainer, StableLIMEExplainer
+from sklearn_plm_explain import LimeTabularExplainer, StableLIMEExplainer, _stable_lime
 from sklearn_plm_explain._stability import jaccard_stability
 
 K = 5
@@ -94,7 +109,10 @@ def ours_runner(kind, disc, around, order="selection", sampling="qmc"):
         est.fit(Xtr)
         fn.reset()
         t = time.perf_counter()
-        e = est.explain(x[None, :], target=LABEL)
+        with warnings.catch_warnings():
+            # The statuses are counted in the table ("hit n_max").
+            warnings.simplefilter("ignore", ConvergenceWarning)
+            e = est.explain(x[None, :], target=LABEL)
         dt = time.perf_counter() - t
         sel = e.selected[0]
         if order == "weight":
@@ -153,13 +171,250 @@ def bootstrap_se(sets, n_boot=300):
     return np.std(draws, axis=0, ddof=1)
 
 
+def _has_reference():
+    try:
+        import slime  # noqa: F401
+    except ImportError:
+        print("(S-LIME reference stabilized-lime not installed: its rows are left out)")
+        return False
+    return True
+
+
+def _iid_se(p):
+    """The previous rule's standard error of mean(p): independent draws."""
+    return math.sqrt(p.var(ddof=1) / p.size), math.inf
+
+
+@contextmanager
+def previous_rule():
+    """S-LIME as it was: the i.i.d. variance formula and the normal quantile."""
+    batch_se = _stable_lime._batch_se
+    _stable_lime._batch_se = _iid_se
+    try:
+        yield
+    finally:
+        _stable_lime._batch_se = batch_se
+
+
+def rule_run(model, Xtr, Xte, rows, seeds, margin, sampling, previous, disc):
+    """J@k, convergence share and cost of one stopping rule."""
+    fn = TimedModel(model.predict_proba)
+    sets = {i: [] for i in rows}
+    status, n_samples, times = [], [], []
+    for seed in seeds:
+        est = StableLIMEExplainer(
+            fn,
+            num_features=K,
+            num_samples=1000,
+            n_max=10000,
+            tie_margin=margin,
+            sampling=sampling,
+            discretize_continuous=disc,
+            sample_around_instance=not disc,
+            random_state=seed,
+        ).fit(Xtr)
+        t = time.perf_counter()
+        with previous_rule() if previous else nullcontext(), warnings.catch_warnings():
+            warnings.simplefilter("ignore", ConvergenceWarning)
+            e = est.explain(Xte[list(rows)], target=LABEL)
+        times.append((time.perf_counter() - t) / len(rows))
+        for pos, i in enumerate(rows):
+            sets[i].append(list(e.selected[pos]))
+        status += list(e.status)
+        n_samples += list(e.n_samples)
+    jk = [np.mean([jaccard_stability(sets[i], k) for i in rows]) for k in range(1, 6)]
+    status = np.asarray(status)
+    return {
+        "jk": jk,
+        "se": bootstrap_se(sets),
+        "converged": np.mean(status == "converged"),
+        "n_max": np.mean(status == "n_max_reached"),
+        "median_n": int(np.median(n_samples)),
+        "mean_n": float(np.mean(n_samples)),
+        "ms": 1e3 * np.median(times),
+    }
+
+
+def _step_spreads(Z, y, w, k):
+    """Per LARS step: (pair, gap, i.i.d. se, batch-means se) at one sample."""
+    from sklearn_plm_explain._lime import _LocalStats
+
+    stats = _LocalStats(Z, w, y[:, None])
+    tests = _stable_lime._tests_from_stats(stats, Z, w, y, 0, k, 0.05, 0.0)
+    from sklearn.linear_model import lars_path_gram
+
+    b, G = stats.b[:, 0], stats.G
+    _, active, coefs = lars_path_gram(
+        b, G.copy(), n_samples=len(Z), method="lar", max_iter=k
+    )
+    sw = np.sqrt(w)
+    yw = (y - stats.ybar[0]) * sw
+    out = []
+    for t in range(min(k, len(tests.active))):
+        prev = np.asarray(active[:t], dtype=np.intp)
+        c = (b - G @ coefs[:, t]) / len(Z)
+        j1 = int(active[t])
+        rival = np.abs(c)
+        rival[prev], rival[j1] = -np.inf, -np.inf
+        j2 = int(np.argmax(rival))
+        r = yw - ((Z[:, prev] - stats.mu[prev]) * sw[:, None]) @ coefs[prev, t]
+        xd = np.sign(c[j1]) * (Z[:, j1] - stats.mu[j1])
+        xd -= np.sign(c[j2]) * (Z[:, j2] - stats.mu[j2])
+        p = r * sw * xd
+        out.append(((j1, j2), p.mean(), _iid_se(p)[0], _stable_lime._batch_se(p)[0]))
+    return out
+
+
+def variance_part(model, Xtr, Xte, quick):
+    """Estimated against actual spread of each step's gap, Sobol' sampling."""
+    from collections import defaultdict
+
+    rows = [0, 1] if quick else [0, 1, 5]
+    seeds = range(5 if quick else 20)
+    n = 8193  # the explained row and 2^13 Sobol' points
+    print(
+        f"### Standard error of a step's gap under Sobol' sampling: rows {rows}, "
+        f"seeds {seeds.start}..{seeds.stop - 1}, n = {n}, num_features={K}"
+    )
+    print()
+    print(
+        "For each LARS step, over the seeds whose step compares the same two "
+        "features: the actual spread (standard deviation over seeds) of the gap "
+        "|c1| - |c2|, and the mean of each estimate of it, the i.i.d. formula "
+        "sqrt(var(p) / n) and batch means (16 batches); ratio = estimate / actual "
+        "(above 1: on the safe side)."
+    )
+    print()
+    captured = []
+    fit = StableLIMEExplainer._tested_fit
+
+    def capture(self, Z, Y, labels):
+        captured.append((Z.copy(), Y[:, labels[0]].copy(), self._weights(Z)))
+        return fit(self, Z, Y, labels)
+
+    out = []
+    StableLIMEExplainer._tested_fit = capture
+    try:
+        for row in rows:
+            steps = defaultdict(list)
+            for seed in seeds:
+                captured.clear()
+                est = StableLIMEExplainer(
+                    model.predict_proba,
+                    num_features=K,
+                    num_samples=n,
+                    n_max=n,
+                    random_state=seed,
+                ).fit(Xtr)
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore", ConvergenceWarning)
+                    est.explain(Xte[row : row + 1], target=LABEL)
+                for t, (pair, gap, iid, batch) in enumerate(
+                    _step_spreads(*captured[-1], K)
+                ):
+                    sign = 1.0 if pair[0] < pair[1] else -1.0
+                    steps[t, tuple(sorted(pair))].append((sign * gap, iid, batch))
+            for (t, pair), vals in sorted(steps.items()):
+                if len(vals) < max(3, len(seeds) // 2):
+                    continue  # a pair seen by too few seeds
+                gaps, iid, batch = np.array(vals).T
+                spread = gaps.std(ddof=1)
+                out.append(
+                    [
+                        row,
+                        t + 1,
+                        f"x{pair[0]} vs x{pair[1]}",
+                        len(vals),
+                        f"{spread:.2e}",
+                        f"{iid.mean():.2e}",
+                        f"{iid.mean() / spread:.1f}",
+                        f"{batch.mean():.2e}",
+                        f"{batch.mean() / spread:.2f}",
+                    ]
+                )
+    finally:
+        StableLIMEExplainer._tested_fit = fit
+    cols = ["row", "step", "pair", "seeds", "actual spread", "i.i.d. se"]
+    cols += ["ratio", "batch-means se", "ratio"]
+    print(table(cols, out))
+    print()
+
+
+def rule_part(model, Xtr, Xte, quick):
+    rows = range(3 if quick else 10)
+    seeds = range(5 if quick else 20)
+    print(
+        f"### S-LIME stopping rule: X_test[0:{len(rows)}] x seeds "
+        f"{seeds.start}..{seeds.stop - 1}, label {LABEL}, num_features={K}, "
+        "num_samples=1000, n_max=10000"
+    )
+    print()
+    print(
+        "Previous rule: a step passes when its gap exceeds z_alpha * sqrt(2 "
+        "var(p) / n) (variance as for independent draws, normal quantile, no "
+        "margin). Now: the gap plus tie_margin * |c1| must exceed the t "
+        "quantile (15 d.o.f.) times sqrt(2) times the batch-means standard "
+        "error (16 batches). ms = median wall time per row (10 rows per "
+        "explain call, model included); conv = share of explanations with "
+        "status 'converged', n_max = share ending at n_max."
+    )
+    print()
+    default = _stable_lime.TIE_MARGIN
+    for label, disc, sampling in [
+        ("discretised", True, "qmc"),
+        ("discretised", True, "random"),
+        ("continuous, around instance", False, "qmc"),
+    ]:
+        # The margin is chosen on the first setting; the others check it.
+        margins = [0.0, 0.1, default, 0.2] if disc and sampling == "qmc" else [default]
+        runs = [("previous rule (i.i.d. variance, no margin)", True, 0.0)]
+        for m in margins:
+            suffix = " (default)" if m == default else ""
+            runs.append((f"batch means, tie_margin={m:g}{suffix}", False, m))
+        out = []
+        for name, previous, margin in runs:
+            r = rule_run(model, Xtr, Xte, rows, seeds, margin, sampling, previous, disc)
+            out.append(
+                [
+                    name,
+                    label,
+                    sampling,
+                    *[f"{j:.3f}" for j in r["jk"]],
+                    " / ".join(f"{v:.3f}" for v in r["se"]),
+                    f"{100 * r['converged']:.0f} %",
+                    f"{100 * r['n_max']:.0f} %",
+                    r["median_n"],
+                    f"{r['mean_n']:.0f}",
+                    f"{r['ms']:.0f}",
+                ]
+            )
+            print(f"  done: {name} ({label}, {sampling})", flush=True, file=sys.stderr)
+        cols = ["rule", "features", "sampling", "J@1", "J@2", "J@3", "J@4", "J@5"]
+        cols += ["bootstrap se J@1..5", "conv", "n_max", "median n", "mean n", "ms"]
+        print(table(cols, out))
+        print()
+
+
 def main():
-    args = blas_args(__doc__).parse_args()
+    parser = blas_args(__doc__)
+    parser.add_argument(
+        "--part", choices=["all", "methods", "rule", "variance"], default="all"
+    )
+    args = parser.parse_args()
     limit_blas(args.blas_threads)
-    seeds = range(5 if args.quick else 20)
-    instances = range(2 if args.quick else 5)
     model, Xtr, Xte, _, _ = bc_rf()
     print(header("LIME / S-LIME stability on bc_rf (ANCHORS §1)"))
+    if args.part in ("all", "variance"):
+        variance_part(model, Xtr, Xte, args.quick)
+    if args.part in ("all", "rule"):
+        rule_part(model, Xtr, Xte, args.quick)
+    if args.part in ("all", "methods"):
+        methods_part(model, Xtr, Xte, args.quick)
+
+
+def methods_part(model, Xtr, Xte, quick):
+    seeds = range(5 if quick else 20)
+    instances = range(2 if quick else 5)
     print(
         f"Seeds {seeds.start}..{seeds.stop - 1}, instances X_test[0:{len(instances)}], "
         f"label {LABEL}, num_features={K}. ms = median wall time per explanation "
@@ -199,11 +454,16 @@ def main():
                 "10000",
                 lime_runner("lasso_path", 10000, disc, around),
             ),
-            (
-                "S-LIME reference (stabilized-lime)",
-                "1000..10000",
-                reference_slime_runner(disc, around),
-            ),
+        ]
+        if _has_reference():
+            methods.append(
+                (
+                    "S-LIME reference (stabilized-lime)",
+                    "1000..10000",
+                    reference_slime_runner(disc, around),
+                )
+            )
+        methods += [
             (
                 "ours LimeTabularExplainer (auto)",
                 "1000",
@@ -233,9 +493,7 @@ def main():
                 [name, label, n, *[f"{j:.2f}" for j in jk], f"{ms:.0f}", nrows, hit_s]
             )
             se_rows.append([name, *[f"{v:.3f}" for v in se]])
-            print(
-                f"  done: {name} ({label})", flush=True, file=__import__("sys").stderr
-            )
+            print(f"  done: {name} ({label})", flush=True, file=sys.stderr)
         print()
         print(f"### {label}")
         print()

@@ -53,7 +53,10 @@ for n, j in zip(sizes, lime_curve):
 
 # %%
 # S-LIME starts from 250 samples and grows each row's sample until all five
-# LARS steps pass the test at level 0.05, or ``n_max`` is reached.
+# LARS steps pass the test at level 0.05, or ``n_max`` is reached. A step
+# passes once another sample could not rank the runner-up above the entering
+# feature by more than ``tie_margin`` (15 %) of its residual correlation:
+# two nearly equal candidates are then a tie, not a reason to grow forever.
 slime = StableLIMEExplainer(model, num_features=K, num_samples=250, n_max=10000)
 slime.fit(X)
 with warnings.catch_warnings():
@@ -68,8 +71,9 @@ print(
 )
 
 # %%
-# Where a step is a near tie, the size the test asks for is beyond ``n_max``;
-# those explanations stop there (``status="n_max_reached"``).
+# Where two candidates are closer than the sample can resolve even at
+# ``n_max``, the explanation stops there (``status="n_max_reached"``, and
+# ``explain`` warns with the count).
 fig, ax = plt.subplots(figsize=(6.4, 4), layout="constrained")
 ax.plot(sizes, lime_curve, marker="o", label="LIME (fixed sample size)")
 ax.scatter(

@@ -47,10 +47,18 @@ print(explanation)
 print(explanation.to_frame()[["status", "target_label", "n_queries"]].head())
 
 # %%
-# The first row's largest decision features (per unit of each raw column,
-# so large for columns with a small range).
+# The first row's largest decision features are slopes per unit of each raw
+# column, so they are large for columns with a small range ("smoothness
+# error" varies by 0.003): they rank units, not influence. What moved this
+# prediction are the *contributions*, slope times the row's distance from
+# the background mean, which add up to the model's log-odds; bar charts
+# show them by default.
 exact_row = int(np.flatnonzero(explanation.converged)[0])
-print(explanation.as_list(exact_row, top_k=5))
+print("slopes:       ", explanation.as_list(exact_row, top_k=3))
+print(
+    "contributions:",
+    explanation.as_list(exact_row, top_k=3, attribution="contribution"),
+)
 _ = explanation.plot(row=exact_row, top_k=8)
 
 # %%
@@ -93,9 +101,11 @@ print("LIME:  ", lime_expl.as_list(0))
 print("S-LIME:", slime_expl.as_list(0), "samples:", slime_expl.n_samples[0])
 
 # %%
-# Side by side, on axes we provide. LIME's weights refer to the row's
-# quartile bin of each numeric column and to "same region as the row".
-fig, (left, right) = plt.subplots(1, 2, figsize=(10, 3), layout="constrained")
+# Each LIME weight belongs to the row's quartile bin of a numeric column or
+# to "same region as the row", and its label says so, in lime's wording: a
+# debt in the lowest quartile raises the approval probability, as the data
+# were generated. Side by side, on axes we provide:
+fig, (left, right) = plt.subplots(1, 2, figsize=(12, 3.4), layout="constrained")
 lime_expl.plot(row=0, ax=left)
 slime_expl.plot(row=0, ax=right)
 left.set_title("LIME, row 0, class 1")
