@@ -15,8 +15,12 @@ from threadpoolctl import threadpool_limits
 
 __all__ = ["ModelResponseError"]
 
-# Rows of a probability response may miss 1 by this much before we refuse them.
+# Rows of a probability response may miss 1 by this much before we refuse them
+# (more for responses rounded to a decimal quantum or computed in float32), and
+# a probability may be this much below 0: a float32 runtime returns -1e-7 for a
+# probability near 0, which is clipped to 0.
 _PROBA_SUM_ATOL = 1e-6
+_EPS32 = float(np.finfo(np.float32).eps)
 
 
 class ModelResponseError(ValueError):
@@ -154,6 +158,8 @@ class BlackBox:
         self.feature_names = feature_names
         self.batch_size = batch_size
         self.template = template
+        # A decimal quantum the user stated the responses are rounded to.
+        self.quantum = 0.0
         self.n_calls = 0
 
     def _call(self, X, owners):
@@ -186,6 +192,9 @@ class BlackBox:
             self._call(X[i : i + step], owners[i : i + step]) for i in range(0, m, step)
         ]
         parts = [np.asarray(p) for p in parts]
+        narrow = any(
+            np.issubdtype(p.dtype, np.floating) and p.dtype.itemsize < 8 for p in parts
+        )
         try:
             out = np.concatenate(
                 [p.reshape(p.shape[0], -1) if p.ndim == 1 else p for p in parts]
@@ -195,9 +204,9 @@ class BlackBox:
                 f"The model returned responses of inconsistent shapes: {exc}",
                 rows=np.unique(owners),
             ) from None
-        return self._validate(out, owners)
+        return self._validate(out, owners, narrow)
 
-    def _validate(self, out, owners):
+    def _validate(self, out, owners, narrow=False):
         m = owners.shape[0]
         if out.ndim != 2 or out.shape[0] != m:
             raise ModelResponseError(
@@ -220,21 +229,68 @@ class BlackBox:
                 f"{self.n_outputs}.",
                 rows=np.unique(owners),
             )
-        self._check_values(out, owners)
-        return out
+        return self._check_values(out, owners, narrow)
 
-    def _check_values(self, out, owners):
+    def _check_values(self, out, owners, narrow=False):
         bad = ~np.isfinite(out).all(axis=1)
         if bad.any():
             _raise_rows("non-finite values (NaN or inf)", bad, owners)
         if self.kind != "proba":
-            return
-        bad = (out < 0).any(axis=1) | (out > 1).any(axis=1)
+            return out
+        atol = self._sum_tolerance(out, narrow)
+        bad = (out < -atol[:, None]).any(axis=1) | (out > 1 + atol[:, None]).any(axis=1)
         if bad.any():
             _raise_rows("probabilities outside [0, 1]", bad, owners)
-        bad = np.abs(out.sum(axis=1) - 1.0) > _PROBA_SUM_ATOL
+        bad = np.abs(out.sum(axis=1) - 1.0) > atol
         if bad.any():
             _raise_rows("probabilities that do not sum to 1", bad, owners)
+        if (out < 0).any() or (out > 1).any():
+            # Rounding noise around 0 or 1: clipped, the log of a clipped 0 is
+            # then flagged as saturated like any other 0.
+            out = np.clip(out, 0.0, 1.0)
+        return out
+
+    def _sum_tolerance(self, out, narrow):
+        """How far each point's probabilities may miss [0, 1] and their sum 1.
+
+        Rounding each of K probabilities to a quantum q moves their sum by up to
+        K q / 2; a float32 computation by a few float32 ulps each. Neither
+        changes the centred log-ratios, which do not depend on normalisation.
+        """
+        K = out.shape[1]
+        atol = np.full(out.shape[0], _PROBA_SUM_ATOL)
+        if narrow:
+            atol[:] = max(_PROBA_SUM_ATOL, 4 * K * _EPS32)
+        if self.quantum:
+            atol = np.maximum(atol, K * self.quantum / 2 * (1 + 1e-6))
+        off = (np.abs(out.sum(axis=1) - 1.0) > atol) | (out < -atol[:, None]).any(
+            axis=1
+        )
+        if off.any():
+            # Only points that miss: are they rounded (to a quantum, or to
+            # float32 and stored as float64)?
+            sub = out[off]
+            q = decimal_quantum(sub)
+            f32 = np.all(sub.astype(np.float32).astype(np.float64) == sub, axis=1)
+            wider = np.maximum(K * q / 2 * (1 + 1e-6), np.where(f32, 4 * K * _EPS32, 0))
+            atol[off] = np.maximum(atol[off], wider)
+        return atol
+
+
+def decimal_quantum(out, max_decimals=12):
+    """The largest ``10**-k`` each row of ``out`` is a multiple of, or 0."""
+    q = np.zeros(out.shape[0])
+    found = np.zeros(out.shape[0], dtype=bool)
+    eps = np.finfo(np.float64).eps
+    for k in range(1, max_decimals + 1):
+        t = out * 10.0**k
+        ok = np.all(np.abs(t - np.round(t)) <= 4 * eps * np.abs(t), axis=1)
+        new = ok & ~found
+        q[new] = 10.0**-k
+        found |= ok
+        if found.all():
+            break
+    return q
 
 
 def _raise_rows(problem, bad, owners):
