@@ -237,8 +237,10 @@ class BlackBox:
             _raise_rows("non-finite values (NaN or inf)", bad, owners)
         if self.kind != "proba":
             return out
-        atol = self._sum_tolerance(out, narrow)
-        bad = (out < -atol[:, None]).any(axis=1) | (out > 1 + atol[:, None]).any(axis=1)
+        atol, rounding = self._sum_tolerance(out, narrow)
+        # Rounding to decimals never leaves [0, 1]: only float noise does.
+        ftol = atol - rounding
+        bad = (out < -ftol[:, None]).any(axis=1) | (out > 1 + ftol[:, None]).any(axis=1)
         if bad.any():
             _raise_rows("probabilities outside [0, 1]", bad, owners)
         bad = np.abs(out.sum(axis=1) - 1.0) > atol
@@ -261,30 +263,39 @@ class BlackBox:
         atol = np.full(out.shape[0], _PROBA_SUM_ATOL)
         if narrow:
             atol[:] = max(_PROBA_SUM_ATOL, 4 * K * _EPS32)
+        rounding = np.zeros(out.shape[0])
         if self.quantum:
-            atol = np.maximum(atol, K * self.quantum / 2 * (1 + 1e-6))
-        off = (np.abs(out.sum(axis=1) - 1.0) > atol) | (out < -atol[:, None]).any(
-            axis=1
-        )
+            rounding[:] = K * self.quantum / 2 * (1 + 1e-6)
+        off = np.abs(out.sum(axis=1) - 1.0) > atol + rounding
+        off |= (out < -atol[:, None]).any(axis=1)
         if off.any():
             # Only points that miss: are they rounded (to a quantum, or to
             # float32 and stored as float64)?
             sub = out[off]
             q = decimal_quantum(sub)
+            rounding[off] = np.maximum(rounding[off], K * q / 2 * (1 + 1e-6))
             f32 = np.all(sub.astype(np.float32).astype(np.float64) == sub, axis=1)
-            wider = np.maximum(K * q / 2 * (1 + 1e-6), np.where(f32, 4 * K * _EPS32, 0))
-            atol[off] = np.maximum(atol[off], wider)
-        return atol
+            atol[off] = np.where(f32, np.maximum(atol[off], 4 * K * _EPS32), atol[off])
+        return atol + rounding, rounding
 
 
 def decimal_quantum(out, max_decimals=12):
-    """The largest ``10**-k`` each row of ``out`` is a multiple of, or 0."""
+    """The largest ``10**-k`` each row of ``out`` is a multiple of, or 0.
+
+    A value counts as a multiple if it is the nearest float64 to one, or, for
+    values that are float32, the nearest float32 to one (probabilities rounded
+    and then stored as float32).
+    """
     q = np.zeros(out.shape[0])
     found = np.zeros(out.shape[0], dtype=bool)
     eps = np.finfo(np.float64).eps
+    out32 = out.astype(np.float32)
+    is32 = np.all(out32.astype(np.float64) == out, axis=1)
     for k in range(1, max_decimals + 1):
         t = out * 10.0**k
         ok = np.all(np.abs(t - np.round(t)) <= 4 * eps * np.abs(t), axis=1)
+        if k <= 7:
+            ok |= is32 & np.all(np.round(out, k).astype(np.float32) == out32, axis=1)
         new = ok & ~found
         q[new] = 10.0**-k
         found |= ok

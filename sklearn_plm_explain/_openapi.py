@@ -61,11 +61,17 @@ _MIN_RELATIVE_SCALE = 0.1
 _FIRST_WAVE = 32
 
 STATUSES = {
-    "exact": "certified: the local linear model is exact to the target tolerance",
-    "saturated": "a probability has underflowed (0 or below the smallest normal "
-    "double), is held at a floor or clip, or is so close to 0 that it is only "
-    "known as 1 minus the others, too imprecisely to resolve the slope; values "
-    "are NaN when no cube gave an estimate",
+    "exact": "certified: the local linear model is exact to rtol for every class "
+    "(error_bound <= rtol)",
+    "approximate": "certified to error_bound, which exceeds rtol: the responses "
+    "are coarser than float64 (float32, rounded to decimals, or noisy), and the "
+    "cubes the residual test accepts resolve the slopes only that far; "
+    "error_bound bounds the relative L1 error of every class's slope",
+    "saturated": "a probability has underflowed (0, or below the smallest normal "
+    "number of the response precision, e.g. rounded to 0), is held at a floor or "
+    "clip, or is so close to 0 that it is only known as 1 minus the others, too "
+    "imprecisely to resolve the slope; values are NaN when no cube gave an "
+    "estimate",
     "imprecise": "the responses are too imprecise to resolve the slope even on "
     "the largest cube tried, and no cube showed a kink",
     "boundary": "the row is too close to a boundary between linear regions: "
@@ -74,8 +80,9 @@ STATUSES = {
     "not_piecewise_linear": "residuals scale like the square of the radius "
     "over several radii: the model is smooth and curved, not piecewise linear",
     "flat": "the responses are bitwise identical all around the row (a dead "
-    "region, e.g. every unit of a ReLU layer off): the slopes are zero to "
-    "within the response precision, which has no relative error to certify",
+    "region, e.g. every unit of a ReLU layer off; for responses coarser than "
+    "float64, on the largest cube): the slopes are zero to within the response "
+    "precision, which has no relative error to certify",
     "not_run": "not explained because the model failed on another row first",
 }
 
@@ -827,6 +834,7 @@ class OpenAPIExplainer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
                     rel[j],
                     bool(bad[j]),
                     bool(by_estimate[j]),
+                    U.shape[1] - U.shape[2] - 1,
                 )
             )
             # A cube whose residuals stand above the noise is not linear: its

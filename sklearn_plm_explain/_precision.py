@@ -32,11 +32,11 @@ from sklearn_plm_explain._certify import EPS, noise_inflation, noise_scale
 # rounded lies within a few ulps of a multiple of 1e-12 with probability
 # about 1e-3; of 1e-6, about 1e-9).
 _MAX_DECIMALS = 12
-# Values stored as float32 cannot tell a fine quantum from their own rounding:
-# only quanta of 1e-4 and coarser are looked for in them (a float32 value is
-# the float32 nearest to a multiple of 1e-4 by chance with probability below
-# 1e-3).
-_MAX_DECIMALS_F32 = 4
+# Values stored as float32 are looked for quanta down to 1e-7 (the float32
+# nearest to a multiple of 1e-7, say, of a value in [0.5, 1) is that value
+# with probability 0.6, but of a value near 0.01 with probability 0.01: the
+# evidence of a few values of different magnitudes decides).
+_MAX_DECIMALS_F32 = 7
 # The narrowest binary precision assumed when the values carry fewer bits
 # (e.g. only 0, 1/2 and 1 seen so far): half precision.
 _MIN_BITS = 11
@@ -82,15 +82,10 @@ def _float32_shortest(values):
     return ok
 
 
-def _multiples(v, k, tol_ulps):
-    """Whether every value lies within ``tol_ulps`` of a multiple of 10**-k.
-
-    ``tol_ulps`` is the per-value tolerance, in units of the value, on top of
-    the float64 rounding of ``v * 10**k``.
-    """
+def _multiples(v, k):
+    """Whether every value is the nearest float64 to a multiple of 10**-k."""
     t = v * 10.0**k
-    tol = 4.0 * EPS * np.abs(t) + tol_ulps * 10.0**k
-    return bool(np.all(np.abs(t - np.round(t)) <= tol))
+    return bool(np.all(np.abs(t - np.round(t)) <= 4.0 * EPS * np.abs(t)))
 
 
 class PrecisionEvidence:
@@ -114,6 +109,7 @@ class PrecisionEvidence:
         self.n = n
         self.stated = stated
         self.max_bits = np.zeros(n, dtype=np.intp)
+        self.informative = np.zeros(n, dtype=bool)
         self.wide = np.zeros(n, dtype=bool)  # some value needs float64
         self.decimal = np.ones((n, _MAX_DECIMALS), dtype=bool)
         self.decimal32 = np.ones((n, _MAX_DECIMALS_F32), dtype=bool)
@@ -127,9 +123,11 @@ class PrecisionEvidence:
     def update(self, i, R):
         """Take in the responses ``R`` (m, K) that row ``i`` received."""
         v = np.asarray(R, dtype=np.float64).ravel()
-        v = v[np.isfinite(v) & (v != 0)]
+        # 0 and 1 (a saturated probability) say nothing about the precision.
+        v = v[np.isfinite(v) & (v != 0) & (v != 1)]
         if v.size == 0:
             return
+        self.informative[i] = True
         bits = significant_bits(v)
         if not self.wide[i]:
             long = bits > 24
@@ -139,11 +137,14 @@ class PrecisionEvidence:
                 bits = np.where(long, 24, bits)
             self.max_bits[i] = max(self.max_bits[i], int(bits.max()))
         for k in np.flatnonzero(self.decimal[i]):
-            self.decimal[i, k] = _multiples(v, k + 1, 0.0)
+            self.decimal[i, k] = _multiples(v, k + 1)
         if not self.wide[i]:
-            half_ulp = np.spacing(v.astype(np.float32)).astype(np.float64) / 2
+            v32 = v.astype(np.float32)
+            if not np.all(v32.astype(np.float64) == v):
+                self.decimal32[i] = False
             for k in np.flatnonzero(self.decimal32[i]):
-                self.decimal32[i, k] = _multiples(v, k + 1, half_ulp)
+                rounded = np.round(v, k + 1).astype(np.float32)
+                self.decimal32[i, k] = bool(np.all(rounded == v32))
 
     def set_origins(self, R0):
         self.R0 = np.asarray(R0, dtype=np.float64)
@@ -250,13 +251,21 @@ class PrecisionEvidence:
         )
 
     def label(self, rows):
-        """Per-row description: "float64", "float32", "1e-06", "noisy"..."""
+        """Per-row description: "float64", "float32", "1e-06", "noisy"...
+
+        "unknown" for a row whose responses were all 0 or 1 (saturated).
+        """
         m = self.model(rows)
         out = []
-        for b, q, det in zip(m.bits, m.quantum, m.deterministic):
-            if not det:
+        seen = self.informative[np.asarray(rows, dtype=np.intp)]
+        for b, q, det, info in zip(m.bits, m.quantum, m.deterministic, seen):
+            if not info and isinstance(self.stated, str) and self.stated == "auto":
+                out.append("unknown")
+            elif not det:
                 out.append("noisy")
-            elif q > 0:
+            elif q >= 2.0 ** (4 - int(b)):
+                # A quantum below the values' own binary resolution is not
+                # what limits them.
                 out.append(f"{q:.0e}")
             elif b >= 53:
                 out.append("float64")

@@ -5,6 +5,7 @@
 from dataclasses import dataclass
 
 import numpy as np
+from scipy import stats
 
 # A residual this many times the noise level is not noise.
 EXCESS_FACTOR = 8.0
@@ -22,12 +23,16 @@ MIN_BRACKET = 4.0
 AUGMENT_RANGE = 8.0
 # The most a larger sample in the same cube can tighten the bound.
 OVERSAMPLE_GAIN = 8.0
-# Coarse responses (float32, rounded, noisy) hide weak kinks in their noise:
-# the residual test is tighter (the noise model is close to the actual noise
-# there, not a pessimistic floor), and the certifying cube stays this factor
-# inside the smallest cube that showed a kink, whose boundary may already
-# bias a cube that reaches close to it without its residuals showing.
-COARSE_EXCESS_FACTOR = 8.0
+# Coarse responses (float32, rounded, noisy) hide weak kinks in their noise.
+# Their noise model is close to the actual noise (not a floor orders of
+# magnitude above it, as for float64), so the residual test is a chi-square
+# test: a cube fails when its residual variance exceeds COARSE_MISFIT times
+# the model's at level COARSE_LEVEL (the model may be off by that factor).
+# And the certifying cube stays COARSE_MARGIN inside the smallest cube that
+# failed, whose boundary may already bias a cube that reaches close to it
+# without its residuals showing.
+COARSE_MISFIT = 2.0
+COARSE_LEVEL = 1e-4
 COARSE_MARGIN = 4.0
 
 
@@ -38,6 +43,7 @@ class Attempt:
     rel_error: float  # bound on the relative L1 error, worst column
     bad: bool  # some response in the cube was unusable (e.g. p == 0)
     estimate_limited: bool = False  # the noise estimate, not the floor, set it
+    dof: int = 0  # spare degrees of freedom of the residuals
 
 
 class RadiusSearch:
@@ -91,7 +97,7 @@ class RadiusSearch:
             return True
         # In units of the noise model the a-priori floor is 1.
         level = 1.0 if self.noise is None else np.maximum(1.0, self.noise)
-        factor = COARSE_EXCESS_FACTOR if self.coarse else EXCESS_FACTOR
+        factor = _coarse_factor(att.dof) if self.coarse else EXCESS_FACTOR
         return bool(np.any(att.sigma_hat > factor * level))
 
     def _learn_noise(self):
@@ -228,6 +234,14 @@ class RadiusSearch:
         if _curved(exc, quiet):
             return "not_piecewise_linear"
         return "boundary"
+
+
+def _coarse_factor(dof):
+    """Residual RMS, in noise-model units, above which a coarse cube fails."""
+    if dof <= 0:
+        return EXCESS_FACTOR
+    q = stats.chi2.isf(COARSE_LEVEL, dof)
+    return float(min(EXCESS_FACTOR, np.sqrt(COARSE_MISFIT * q / dof)))
 
 
 def _curved(attempts, quiet):

@@ -11,7 +11,7 @@ AGREE_NOISE = 16.0
 # A reused model is confirmed by this many antithetic pairs of probes, in
 # independent random directions, this many times as far from the row as the
 # model's own certified radius.
-N_PAIRS = 3
+N_PAIRS = 2
 PROBE_REACH = 4.0
 
 
