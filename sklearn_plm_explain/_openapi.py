@@ -102,7 +102,14 @@ class OpenAPIExplainer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
     derived from that noise must meet ``rtol``. Rows that cannot be certified
     are reported with a named status, never as exact.
 
-    Read more in the README's section on statuses.
+    Models behind real APIs rarely answer in float64: float32 runtimes, values
+    rounded to a few decimals, noisy services. The precision of each row's
+    responses is read from the responses themselves (see
+    ``response_precision``) and sets the noise model; where it puts ``rtol``
+    out of reach, the row is certified ``"approximate"`` with the bound its
+    responses allow (``error_bound``), never ``"exact"``.
+
+    Read more in the README's sections on response precision and statuses.
 
     Parameters
     ----------
@@ -141,20 +148,25 @@ class OpenAPIExplainer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         deviation of ``X`` in :meth:`fit`; constant features get the median of
         the other scales.
     reuse_regions : bool, default=False
-        Let a row reuse a local model certified for another row of the batch
-        when its own response agrees with that model and so do the responses
-        at a fresh random pair of points ``x +- u`` near it: three queries
-        instead of a new fit. Two different affine maps agree only on a set of
-        measure zero, so the row lies in that model's region with probability
-        one; and a row on a region boundary has one of the pair beyond it, so
-        it is never waved through. The content of
-        the result (statuses, decision features to ``rtol``) does not change;
-        the number of queries does (``reused_from`` names the row whose model
-        was reused, -1 for rows fitted themselves). Rows are then searched in
-        growing waves, which adds a few rounds of model calls. Off by default
-        because a reused model is bitwise another row's: results then depend
-        (within ``2 * rtol``) on which rows share a batch or a parallel chunk;
-        turn it on for models with few, large regions such as trees.
+        Let a row reuse a local model certified exact for another row of the
+        batch when its own response agrees with that model and so do its
+        responses at two fresh random antithetic pairs of points ``x +- u``,
+        in independent directions, four times as far out as the model's own
+        certified radius, judged by the certificate's residual test: five
+        queries instead of a new fit. Two different affine maps agree only on
+        a set of measure zero, so the row lies in that model's region with
+        probability one; a row on a region boundary has one point of each
+        pair beyond it, so it is never waved through; and a slope difference
+        shows in either direction. Only rows with deterministic float64
+        responses reuse. The content of the result (statuses, decision
+        features to ``rtol``) does not change; the number of queries does
+        (``reused_from`` names the row whose model was reused, -1 for rows
+        fitted themselves). Rows are then searched in growing waves, which
+        adds a few rounds of model calls. Off by default because a reused
+        model is bitwise another row's: results then depend (within ``2 *
+        rtol``) on which rows share a batch or a parallel chunk, and on models
+        with small regions (networks) it only costs queries; turn it on for
+        models with few, large regions such as trees.
     batch_size : int, default=None
         Largest number of points sent to the model in one call. ``None``
         sends each attempt's points for all rows of a chunk in one call.
@@ -166,6 +178,19 @@ class OpenAPIExplainer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         Seeds the sampling. Each row draws from its own generator derived from
         this seed and the row's values, so results do not depend on ``n_jobs``
         or on the other rows of the batch.
+    response_precision : {"auto", "float64", "float32"} or float, default="auto"
+        Precision of the model's responses, which sets the noise model of the
+        certificate. ``"auto"`` reads it, row by row, from the responses: how
+        many significant bits the values carry (float32 values, or the
+        shortest decimals of float32 values as a JSON encoder writes them,
+        are float32), whether every value is a multiple of a decimal quantum
+        ``10**-k`` (rounded responses), and whether the row's response
+        repeats when the row is sent again in a later call (one more query;
+        a non-deterministic service is ``"noisy"`` and its measured scatter
+        joins the noise model). ``"float64"`` or ``"float32"`` state the
+        binary precision; a float states the quantum the responses are
+        rounded to (e.g. ``1e-6``). Determinism is checked in every case.
+        ``Explanation.response_precision`` records what each row was read as.
 
     Attributes
     ----------
@@ -380,7 +405,8 @@ class OpenAPIExplainer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
             ``values`` (n, d) decision features of the target class, ``coef``
             (n, d, C) local logit slopes centred across classes, ``intercept``
             (n, C), and per-row diagnostics ``status``, ``converged``,
-            ``error_bound``, ``radius``, ``n_iter``, ``n_queries``.
+            ``error_bound``, ``radius``, ``n_iter``, ``n_queries``,
+            ``reused_from`` and ``response_precision``.
 
         Raises
         ------
@@ -1158,10 +1184,13 @@ def _warn_failures(status):
     summary = ", ".join(f"{c} {s}" for s, c in zip(names, counts))
     rows = np.flatnonzero(failed)
     shown = ", ".join(map(str, rows[:10])) + (" ..." if rows.size > 10 else "")
+    note = ""
+    if (status == "approximate").any():
+        note = " Approximate rows are certified to their error_bound."
     warnings.warn(
         f"{failed.sum()} of {status.size} rows were not certified exact "
         f"({summary}; rows {shown}). Their values are best estimates; see "
-        "Explanation.status and error_bound.",
+        f"Explanation.status and error_bound.{note}",
         ConvergenceWarning,
         stacklevel=3,
     )
