@@ -866,7 +866,9 @@ class OpenAPIExplainer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
             # A cube whose residuals stand above the noise is not linear: its
             # bound, read from those residuals as if they were noise, does not
             # cover the bias a boundary inside it causes.
-            if rel[j] <= self.rtol and search.last_consistent():
+            # Coarse rows claim it only inside the margin of any kink seen.
+            inside = not search.coarse or search.radius <= search.safe_radius()
+            if rel[j] <= self.rtol and search.last_consistent() and inside:
                 state.record_estimate(i, slope[j], intercept[j], rel[j], search.radius)
                 state.status[i] = "exact"
                 if state.library is not None and model.float64[j]:
@@ -947,6 +949,10 @@ class OpenAPIExplainer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
             state.status[i] = "exact" if rel <= self.rtol else "approximate"
             return
         state.status[i] = self._failure_status(state, i, search)
+        if state.status[i] == "saturated":
+            # Its noise model does not hold (the responses' precision is lost
+            # to an absolute error): no bound.
+            state.error_bound[i] = np.inf
 
     @staticmethod
     def _clipped(P, n):

@@ -447,6 +447,17 @@ def test_a_thin_region_behind_a_binary_one_minus_p_is_invisible():
     _check_honest(e, _errors(e, mlp, x[None]))
 
 
+@pytest.mark.xfail(
+    strict=True,
+    reason="known limit (README, 'Models behind APIs'): at float32 precision "
+    "the slab's step (about 1e-8) is far below the noise, in every cube",
+)
+def test_a_thin_region_behind_float32_noise_is_invisible():
+    mlp, X, x = thin_region_mlp(0, d=8, n_classes=3)
+    e = _explain(float32_forward(mlp), X, x[None])
+    _check_honest(e, _errors(e, mlp, x[None]))
+
+
 def test_identical_responses_are_flat_only_where_they_mean_it():
     # Every hidden unit off: the slopes are 0. Float64 and float32 responses
     # say so (float32 only on the largest cube); rounded ones cannot tell a
