@@ -15,8 +15,12 @@ from threadpoolctl import threadpool_limits
 
 __all__ = ["ModelResponseError", "QueryBudgetExceeded"]
 
-# Rows of a probability response may miss 1 by this much before we refuse them.
+# Rows of a probability response may miss 1 by this much before we refuse them
+# (more for responses rounded to a decimal quantum or computed in float32), and
+# a probability may be this much below 0: a float32 runtime returns -1e-7 for a
+# probability near 0, which is clipped to 0.
 _PROBA_SUM_ATOL = 1e-6
+_EPS32 = float(np.finfo(np.float32).eps)
 
 
 class ModelResponseError(ValueError):
@@ -204,6 +208,8 @@ class BlackBox:
         self.feature_names = feature_names
         self.batch_size = batch_size
         self.template = template
+        # A decimal quantum the user stated the responses are rounded to.
+        self.quantum = 0.0
         self.n_calls = 0
 
     def _call(self, X, owners):
@@ -240,6 +246,9 @@ class BlackBox:
             self._call(X[i : i + step], owners[i : i + step]) for i in range(0, m, step)
         ]
         parts = [np.asarray(p) for p in parts]
+        narrow = any(
+            np.issubdtype(p.dtype, np.floating) and p.dtype.itemsize < 8 for p in parts
+        )
         try:
             out = np.concatenate(
                 [p.reshape(p.shape[0], -1) if p.ndim == 1 else p for p in parts]
@@ -249,9 +258,9 @@ class BlackBox:
                 f"The model returned responses of inconsistent shapes: {exc}",
                 rows=np.unique(owners),
             ) from None
-        return self._validate(out, owners)
+        return self._validate(out, owners, narrow)
 
-    def _validate(self, out, owners):
+    def _validate(self, out, owners, narrow=False):
         m = owners.shape[0]
         if out.ndim != 2 or out.shape[0] != m:
             raise ModelResponseError(
@@ -274,21 +283,79 @@ class BlackBox:
                 f"{self.n_outputs}.",
                 rows=np.unique(owners),
             )
-        self._check_values(out, owners)
-        return out
+        return self._check_values(out, owners, narrow)
 
-    def _check_values(self, out, owners):
+    def _check_values(self, out, owners, narrow=False):
         bad = ~np.isfinite(out).all(axis=1)
         if bad.any():
             _raise_rows("non-finite values (NaN or inf)", bad, owners)
         if self.kind != "proba":
-            return
-        bad = (out < 0).any(axis=1) | (out > 1).any(axis=1)
+            return out
+        atol, rounding = self._sum_tolerance(out, narrow)
+        # Rounding to decimals never leaves [0, 1]: only float noise does.
+        ftol = atol - rounding
+        bad = (out < -ftol[:, None]).any(axis=1) | (out > 1 + ftol[:, None]).any(axis=1)
         if bad.any():
             _raise_rows("probabilities outside [0, 1]", bad, owners)
-        bad = np.abs(out.sum(axis=1) - 1.0) > _PROBA_SUM_ATOL
+        bad = np.abs(out.sum(axis=1) - 1.0) > atol
         if bad.any():
             _raise_rows("probabilities that do not sum to 1", bad, owners)
+        if (out < 0).any() or (out > 1).any():
+            # Rounding noise around 0 or 1: clipped, the log of a clipped 0 is
+            # then flagged as saturated like any other 0.
+            out = np.clip(out, 0.0, 1.0)
+        return out
+
+    def _sum_tolerance(self, out, narrow):
+        """How far each point's probabilities may miss [0, 1] and their sum 1.
+
+        Rounding each of K probabilities to a quantum q moves their sum by up to
+        K q / 2; a float32 computation by a few float32 ulps each. Neither
+        changes the centred log-ratios, which do not depend on normalisation.
+        """
+        K = out.shape[1]
+        atol = np.full(out.shape[0], _PROBA_SUM_ATOL)
+        if narrow:
+            atol[:] = max(_PROBA_SUM_ATOL, 4 * K * _EPS32)
+        rounding = np.zeros(out.shape[0])
+        if self.quantum:
+            rounding[:] = K * self.quantum / 2 * (1 + 1e-6)
+        off = np.abs(out.sum(axis=1) - 1.0) > atol + rounding
+        off |= (out < -atol[:, None]).any(axis=1)
+        if off.any():
+            # Only points that miss: are they rounded (to a quantum, or to
+            # float32 and stored as float64)?
+            sub = out[off]
+            q = decimal_quantum(sub)
+            rounding[off] = np.maximum(rounding[off], K * q / 2 * (1 + 1e-6))
+            f32 = np.all(sub.astype(np.float32).astype(np.float64) == sub, axis=1)
+            atol[off] = np.where(f32, np.maximum(atol[off], 4 * K * _EPS32), atol[off])
+        return atol + rounding, rounding
+
+
+def decimal_quantum(out, max_decimals=12):
+    """The largest ``10**-k`` each row of ``out`` is a multiple of, or 0.
+
+    A value counts as a multiple if it is the nearest float64 to one, or, for
+    values that are float32, the nearest float32 to one (probabilities rounded
+    and then stored as float32).
+    """
+    q = np.zeros(out.shape[0])
+    found = np.zeros(out.shape[0], dtype=bool)
+    eps = np.finfo(np.float64).eps
+    out32 = out.astype(np.float32)
+    is32 = np.all(out32.astype(np.float64) == out, axis=1)
+    for k in range(1, max_decimals + 1):
+        t = out * 10.0**k
+        ok = np.all(np.abs(t - np.round(t)) <= 4 * eps * np.abs(t), axis=1)
+        if k <= 7:
+            ok |= is32 & np.all(np.round(out, k).astype(np.float32) == out32, axis=1)
+        new = ok & ~found
+        q[new] = 10.0**-k
+        found |= ok
+        if found.all():
+            break
+    return q
 
 
 def _name_explained_rows(err, owners):

@@ -25,16 +25,22 @@ from sklearn_plm_explain._blackbox import (
     row_generators,
 )
 from sklearn_plm_explain._certify import (
+    BOUND_Z,
     fit_local_models,
     grid_rounded,
     noise_inflation,
-    noise_scale,
-    relative_bound,
 )
 from sklearn_plm_explain._checkpoint import explain_in_chunks
 from sklearn_plm_explain._explanation import Explanation, count_statuses
+from sklearn_plm_explain._precision import (
+    NOISE_CAP,
+    PrecisionEvidence,
+    relative,
+    statistical_abs,
+    worst_case_abs,
+)
 from sklearn_plm_explain._radius import Attempt, RadiusSearch
-from sklearn_plm_explain._regions import RegionLibrary
+from sklearn_plm_explain._regions import N_PAIRS, RegionLibrary
 from sklearn_plm_explain._validation import (
     class_indices,
     is_numeric_dtype,
@@ -50,16 +56,27 @@ _SMALLEST_NORMAL = np.finfo(np.float64).tiny
 # A row whose noise scale exceeds its relative rounding floor this many times
 # owes its imprecision to saturated probabilities.
 _ABSOLUTE_DOMINANCE = 100.0
+# Rows with coarse responses (float32, rounded, noisy) step every feature by
+# at least this fraction of the median scale: a nearly constant feature (a
+# digit's corner pixel) would otherwise get a tiny step, and its slope's error
+# in input units, which grows as the step shrinks, would rule the L1 bound.
+_MIN_RELATIVE_SCALE = 0.1
 # With region reuse, the first wave of rows searched is this fraction of the
 # batch; waves then double, so the number of rounds grows by a constant.
 _FIRST_WAVE = 32
 
 STATUSES = {
-    "exact": "certified: the local linear model is exact to the target tolerance",
-    "saturated": "a probability has underflowed (0 or below the smallest normal "
-    "double), is held at a floor or clip, or is so close to 0 that it is only "
-    "known as 1 minus the others, too imprecisely to resolve the slope; values "
-    "are NaN when no cube gave an estimate",
+    "exact": "certified: the local linear model is exact to rtol for every class "
+    "(error_bound <= rtol)",
+    "approximate": "certified to error_bound, which exceeds rtol: the responses "
+    "are coarser than float64 (float32, rounded to decimals, or noisy), and the "
+    "cubes the residual test accepts resolve the slopes only that far; "
+    "error_bound bounds the relative L1 error of every class's slope",
+    "saturated": "a probability has underflowed (0, or below the smallest normal "
+    "number of the response precision, e.g. rounded to 0), is held at a floor or "
+    "clip, or is so close to 0 that it is only known as 1 minus the others, too "
+    "imprecisely to resolve the slope; values are NaN when no cube gave an "
+    "estimate",
     "imprecise": "the responses are too imprecise to resolve the slope even on "
     "the largest cube tried, and no cube showed a kink",
     "boundary": "the row is too close to a boundary between linear regions: "
@@ -68,8 +85,9 @@ STATUSES = {
     "not_piecewise_linear": "residuals scale like the square of the radius "
     "over several radii: the model is smooth and curved, not piecewise linear",
     "flat": "the responses are bitwise identical all around the row (a dead "
-    "region, e.g. every unit of a ReLU layer off): the slopes are zero to "
-    "within the response precision, which has no relative error to certify",
+    "region, e.g. every unit of a ReLU layer off; for responses coarser than "
+    "float64, on the largest cube): the slopes are zero to within the response "
+    "precision, which has no relative error to certify",
     "not_run": "not explained because the model failed on another row first",
 }
 
@@ -89,7 +107,14 @@ class OpenAPIExplainer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
     derived from that noise must meet ``rtol``. Rows that cannot be certified
     are reported with a named status, never as exact.
 
-    Read more in the README's section on statuses.
+    Models behind real APIs rarely answer in float64: float32 runtimes, values
+    rounded to a few decimals, noisy services. The precision of each row's
+    responses is read from the responses themselves (see
+    ``response_precision``) and sets the noise model; where it puts ``rtol``
+    out of reach, the row is certified ``"approximate"`` with the bound its
+    responses allow (``error_bound``), never ``"exact"``.
+
+    Read more in the README's sections on response precision and statuses.
 
     Parameters
     ----------
@@ -128,20 +153,25 @@ class OpenAPIExplainer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         deviation of ``X`` in :meth:`fit`; constant features get the median of
         the other scales.
     reuse_regions : bool, default=False
-        Let a row reuse a local model certified for another row of the batch
-        when its own response agrees with that model and so do the responses
-        at a fresh random pair of points ``x +- u`` near it: three queries
-        instead of a new fit. Two different affine maps agree only on a set of
-        measure zero, so the row lies in that model's region with probability
-        one; and a row on a region boundary has one of the pair beyond it, so
-        it is never waved through. The content of
-        the result (statuses, decision features to ``rtol``) does not change;
-        the number of queries does (``reused_from`` names the row whose model
-        was reused, -1 for rows fitted themselves). Rows are then searched in
-        growing waves, which adds a few rounds of model calls. Off by default
-        because a reused model is bitwise another row's: results then depend
-        (within ``2 * rtol``) on which rows share a batch or a parallel chunk;
-        turn it on for models with few, large regions such as trees.
+        Let a row reuse a local model certified exact for another row of the
+        batch when its own response agrees with that model and so do its
+        responses at two fresh random antithetic pairs of points ``x +- u``,
+        in independent directions, four times as far out as the model's own
+        certified radius, judged by the certificate's residual test: five
+        queries instead of a new fit. Two different affine maps agree only on
+        a set of measure zero, so the row lies in that model's region with
+        probability one; a row on a region boundary has one point of each
+        pair beyond it, so it is never waved through; and a slope difference
+        shows in either direction. Only rows with deterministic float64
+        responses reuse. The content of the result (statuses, decision
+        features to ``rtol``) does not change; the number of queries does
+        (``reused_from`` names the row whose model was reused, -1 for rows
+        fitted themselves). Rows are then searched in growing waves, which
+        adds a few rounds of model calls. Off by default because a reused
+        model is bitwise another row's: results then depend (within ``2 *
+        rtol``) on which rows share a batch or a parallel chunk, and on models
+        with small regions (networks) it only costs queries; turn it on for
+        models with few, large regions such as trees.
     batch_size : int, default=None
         Largest number of points sent to the model in one call. ``None``
         sends each attempt's points for all rows of a chunk in one call.
@@ -153,6 +183,19 @@ class OpenAPIExplainer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         Seeds the sampling. Each row draws from its own generator derived from
         this seed and the row's values, so results do not depend on ``n_jobs``
         or on the other rows of the batch.
+    response_precision : {"auto", "float64", "float32"} or float, default="auto"
+        Precision of the model's responses, which sets the noise model of the
+        certificate. ``"auto"`` reads it, row by row, from the responses: how
+        many significant bits the values carry (float32 values, or the
+        shortest decimals of float32 values as a JSON encoder writes them,
+        are float32), whether every value is a multiple of a decimal quantum
+        ``10**-k`` (rounded responses), and whether the row's response
+        repeats when the row is sent again in a later call (one more query;
+        a non-deterministic service is ``"noisy"`` and its measured scatter
+        joins the noise model). ``"float64"`` or ``"float32"`` state the
+        binary precision; a float states the quantum the responses are
+        rounded to (e.g. ``1e-6``). Determinism is checked in every case.
+        ``Explanation.response_precision`` records what each row was read as.
 
     Attributes
     ----------
@@ -219,6 +262,10 @@ class OpenAPIExplainer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         "batch_size": [Interval(Integral, 1, None, closed="left"), None],
         "n_jobs": [Integral, None],
         "random_state": ["random_state"],
+        "response_precision": [
+            StrOptions({"auto", "float64", "float32"}),
+            Interval(Real, 0, None, closed="neither"),
+        ],
     }
 
     def __init__(
@@ -237,6 +284,7 @@ class OpenAPIExplainer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         batch_size=None,
         n_jobs=None,
         random_state=None,
+        response_precision="auto",
     ):
         self.estimator = estimator
         self.response_method = response_method
@@ -251,6 +299,7 @@ class OpenAPIExplainer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         self.batch_size = batch_size
         self.n_jobs = n_jobs
         self.random_state = random_state
+        self.response_precision = response_precision
 
     # -- fit ----------------------------------------------------------------------
     @_fit_context(prefer_skip_nested_validation=False)
@@ -377,7 +426,8 @@ class OpenAPIExplainer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
             ``values`` (n, d) decision features of the target class, ``coef``
             (n, d, C) local logit slopes centred across classes, ``intercept``
             (n, C), and per-row diagnostics ``status``, ``converged``,
-            ``error_bound``, ``radius``, ``n_iter``, ``n_queries``.
+            ``error_bound``, ``radius``, ``n_iter``, ``n_queries``,
+            ``reused_from`` and ``response_precision``.
 
         Raises
         ------
@@ -493,7 +543,7 @@ class OpenAPIExplainer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
     def _black_box(self, frame=None):
         names = getattr(self.estimator_, "feature_names_in_", None)
         template = None if frame is None else (frame, self.numeric_features_)
-        return BlackBox(
+        bb = BlackBox(
             self.estimator_,
             self.response_method_,
             self._kind,
@@ -502,11 +552,15 @@ class OpenAPIExplainer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
             batch_size=self.batch_size,
             template=template,
         )
+        if not isinstance(self.response_precision, str):
+            bb.quantum = float(self.response_precision)
+        return bb
 
     # -- the per-chunk algorithm --------------------------------------------------
     def _explain_rows(self, rows, X, target, seed, frame):
         X, target = X[rows], target[rows]
         state = _ChunkState(X, rows.start, self._n_outputs, self.init_radius)
+        state.prec = PrecisionEvidence(len(X), self.response_precision)
         bb = self._black_box(frame)
         try:
             self._query_origins(bb, state, target)
@@ -520,8 +574,9 @@ class OpenAPIExplainer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
             raise
         return state.as_dict()
 
-    def _new_search(self, d):
-        return RadiusSearch(
+    def _new_search(self, state, i):
+        d = state.d
+        search = RadiusSearch(
             self.init_radius,
             self.min_radius,
             self.max_radius,
@@ -529,7 +584,10 @@ class OpenAPIExplainer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
             d,
             self.n_witnesses,
             max(self.n_witnesses, _MORE_WITNESSES * (d + 1)),
+            noise_cap=NOISE_CAP,
         )
+        search.signature = state.prec.signature(i)
+        return search
 
     def _solve(self, bb, state, rngs):
         """Rounds of one model call each, until every row has a status.
@@ -554,107 +612,182 @@ class OpenAPIExplainer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
                 )
                 checked = len(state.library)
                 # Agreement within a noise that is not at float precision
-                # (probabilities known only as 1 - p) cannot tell regions apart.
+                # (probabilities known only as 1 - p, float32 or rounded
+                # responses) cannot tell regions apart.
                 match[~state.sharp[waiting]] = -1
             free = waiting[match < 0][:release]
             release *= 2
             for i in free:
-                searches[i] = self._new_search(state.d)
-            confirm = {i: j for i, j in zip(waiting, match) if j >= 0}
-            waiting = np.setdiff1d(waiting, np.concatenate([free, list(confirm)]))
+                searches[i] = self._new_search(state, i)
+            confirm = self._probe_plan(state, waiting, match)
+            far = [i for i, (_, rho) in confirm.items() if not np.isfinite(rho)]
+            for i in far:
+                del confirm[i]
+                searches[i] = self._new_search(state, i)
+            waiting = np.setdiff1d(
+                waiting, np.concatenate([free, list(confirm), far]).astype(np.intp)
+            )
             released = self._round(bb, state, searches, rngs, confirm)
             for i in released:
-                searches[i] = self._new_search(state.d)
+                searches[i] = self._new_search(state, i)
+
+    def _probe_plan(self, state, waiting, match):
+        """Reuse candidates: ``{row: (model, probe radius)}``."""
+        rows = waiting[match >= 0]
+        if rows.size == 0:
+            return {}
+        models = match[match >= 0]
+        rho = state.library.probe_radius(models)
+        return {i: (j, r) for i, j, r in zip(rows, models, rho)}
 
     def _query_origins(self, bb, state, target):
         R0 = bb.query(state.X, state.owners(np.arange(state.n)))
         state.n_queries += 1
         state.R0 = R0
-        state.L0, sat = self._to_log(R0)
-        state.tau0 = self._tau(state.L0, R0)
-        state.sharp = np.ones(len(R0), dtype=bool)
+        state.prec.set_origins(R0)
+        model = state.prec.model(np.arange(state.n))
+        state.L0, sat = self._to_log(R0, model.tiny)
+        state.tau0 = self._tau(state.L0, R0, model)
+        state.sharp = model.sharp.copy()
         if self._kind == "proba":
-            state.sharp = ~grid_rounded(R0).any(axis=1)
+            state.sharp &= ~grid_rounded(R0).any(axis=1)
         state.status[sat] = "saturated"
         state.radius[sat] = np.nan
         predicted = np.argmax(R0, axis=1)
         state.target = np.where(target >= 0, target, predicted)
 
-    def _to_log(self, R):
+    def _to_log(self, R, tiny=_SMALLEST_NORMAL):
         if self._kind != "proba":
             return R, np.zeros(R.shape[0], dtype=bool)
-        # Below the smallest normal double a probability has underflowed, or
-        # sits on a floor a model put there (e.g. against exact zeros): its
-        # log says nothing about the logits.
-        zero = R < _SMALLEST_NORMAL
+        # Below the smallest normal number of the response precision a
+        # probability has underflowed, or sits on a floor a model put there
+        # (e.g. against exact zeros): its log says nothing about the logits.
+        zero = R < np.reshape(tiny, (-1, 1))
         with np.errstate(divide="ignore"):
             L = np.log(np.where(zero, 1.0, R))
         return L, zero.any(axis=1)
 
+    def _centred_log(self, R):
+        """Centred log values of responses (for the scatter of repeats)."""
+        if self._kind != "proba":
+            L = np.asarray(R, dtype=np.float64)
+        else:
+            with np.errstate(divide="ignore"):
+                L = np.log(np.asarray(R, dtype=np.float64))
+        if self._kind == "regression":
+            return L
+        return L - L.mean(axis=1, keepdims=True)
+
     def _round(self, bb, state, searches, rngs, confirm):
         """One model call: the rows' attempts and the reuse confirmations.
 
-        Returns the rows whose confirmation failed, to be searched from now on.
+        Each row also sends itself again in its first round (and, once its
+        answers turn out not to repeat, a few more times in the next): a
+        deterministic service answers bitwise as before, a noisy one shows
+        its scatter. Returns the rows whose confirmation failed, to be searched
+        from now on.
         """
         rows = np.fromiter(searches, dtype=np.intp)
         steps, draws = [], []
         for i in rows:
             search = searches[i]
-            step = search.radius * self.scale_
+            step = search.radius * self._row_scale(search)
             u = _design(rngs[i], search.n_new, state.d, fresh=not search.keep)
             draws.append(state.X[i] + step * u)
             steps.append(step)
         c_rows = np.fromiter(confirm, dtype=np.intp)
         for i in c_rows:
-            # An antithetic pair: if the row sits on a region boundary, one of
-            # the two lies beyond it, so a boundary row is never waved through.
-            u = rngs[i].uniform(-1.0, 1.0, state.d) * self.init_radius * self.scale_
-            draws.append(state.X[i] + np.stack([u, -u]))
+            # Antithetic pairs in independent directions: if the row sits on a
+            # region boundary, one of each pair lies beyond it, so a boundary
+            # row is never waved through; and a slope difference above the
+            # certified tolerance shows in one of the directions (see
+            # ``RegionLibrary.probe_radius``).
+            g = rngs[i].standard_normal((N_PAIRS, state.d))
+            u = g * confirm[i][1] * self.scale_
+            draws.append(state.X[i] + np.concatenate([u, -u]))
+        r_rows, r_counts = [], []
+        for i in rows:
+            k = state.repeats_due(i)
+            if k:
+                r_rows.append(i)
+                r_counts.append(k)
+                draws.append(np.repeat(state.X[i][None], k, axis=0))
+        r_rows = np.array(r_rows, dtype=np.intp)
         counts = np.array([len(p) for p in draws], dtype=np.intp)
-        owners = np.repeat(np.concatenate([rows, c_rows]), counts)
+        owners = np.repeat(np.concatenate([rows, c_rows, r_rows]), counts)
         R = bb.query(np.concatenate(draws), state.owners(owners))
         state.n_queries[rows] += counts[: rows.size]
-        state.n_queries[c_rows] += 2
+        state.n_queries[c_rows] += 2 * N_PAIRS
+        np.add.at(state.n_queries, r_rows, np.asarray(r_counts, dtype=np.intp))
         parts = np.split(R, np.cumsum(counts)[:-1])
+        n_fit = rows.size + c_rows.size
+        if r_rows.size:
+            model = state.prec.model(r_rows)
+            P0 = state.R0[r_rows, None, :] if self._kind == "proba" else None
+            floor = model.rounding_tau(state.L0[r_rows, None, :], P0)[:, 0]
+            for i, resp, f in zip(r_rows, parts[n_fit:], floor):
+                state.repeated[i] = True
+                state.prec.add_repeats(i, resp, self._centred_log, f)
         self._attempt(state, searches, rows, draws, parts, steps)
         # A finished row's last cube is no longer needed.
         for i in set(state.cubes).difference(searches):
             del state.cubes[i]
-        c_points = np.concatenate(draws[rows.size :]) if c_rows.size else None
-        return self._confirm(state, confirm, c_rows, c_points, parts[rows.size :])
+        c_points = np.concatenate(draws[rows.size : n_fit]) if c_rows.size else None
+        return self._confirm(state, confirm, c_rows, c_points, parts[rows.size : n_fit])
 
     def _confirm(self, state, confirm, rows, points, parts):
         if rows.size == 0:
             return []
+        p = 2 * N_PAIRS
         R = np.concatenate(parts)
-        L, bad = self._to_log(R)
-        tau = self._tau(L, R)
-        models = np.repeat([confirm[i] for i in rows], 2)
-        origin = np.repeat(rows, 2)
-        ok = ~bad & state.library.agrees_locally(
-            state.X[origin],
-            state.L0[origin],
-            state.tau0[origin],
-            points,
-            L,
-            tau,
+        origin = np.repeat(rows, p)
+        for i, resp in zip(rows, parts):
+            state.prec.update(i, resp)
+        model = state.prec.model(origin)
+        L, bad = self._to_log(R, model.tiny)
+        tau = self._tau(L, R, model)
+        models = np.array([confirm[i][0] for i in rows], dtype=np.intp)
+        agree = state.library.confirm(
+            state.X[rows],
+            state.L0[rows],
+            state.tau0[rows],
+            points.reshape(rows.size, p, -1),
+            L.reshape(rows.size, p, -1),
+            tau.reshape(rows.size, p),
             models,
         )
-        ok = ok.reshape(-1, 2).all(axis=1)
-        for i, j, good in zip(rows, models[::2], ok):
+        usable = (~bad & model.sharp).reshape(rows.size, p).all(axis=1)
+        ok = agree & usable
+        for i, j, good in zip(rows, models, ok):
             if good:
                 state.record_reuse(i, *state.library.model(j))
         return rows[~ok]
 
-    def _tau(self, L, R):
-        """Noise scale of single responses (see ``noise_scale``)."""
+    def _row_scale(self, search):
+        """Per-feature unit of a row's cube (wider floor for coarse rows)."""
+        if not search.coarse:
+            return self.scale_
+        return np.maximum(self.scale_, _MIN_RELATIVE_SCALE * np.median(self.scale_))
+
+    def _tau(self, L, R, model):
+        """Noise scale of single responses (see ``NoiseModel.tau``)."""
         P = R[:, None, :] if self._kind == "proba" else None
-        return noise_scale(L[:, None, :], P)[:, 0]
+        return model.tau(L[:, None, :], P, self._kind != "regression")[:, 0]
 
     def _attempt(self, state, searches, rows, draws, parts, steps):
         cubes = []
         for i, pts, resp in zip(rows, draws, parts):
-            if searches[i].keep:
+            search = searches[i]
+            state.prec.update(i, resp)
+            signature = state.prec.signature(i)
+            if signature != search.signature:
+                # What the responses showed changed the noise model (e.g. a
+                # first answer of exactly 0.5 looked like one decimal): the
+                # earlier attempts were judged by another one.
+                search.reset()
+                search.signature = signature
+                state.candidates[i] = []
+            if search.keep:
                 old_pts, old_resp = state.cubes[i]
                 pts, resp = np.vstack([old_pts, pts]), np.vstack([old_resp, resp])
             state.cubes[i] = (pts, resp)
@@ -673,22 +806,25 @@ class OpenAPIExplainer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
 
     def _certify(self, state, searches, rows, points, R, step):
         n, d = len(rows), state.d
-        L, bad = self._to_log(R.reshape(-1, R.shape[2]))
+        model = state.prec.model(rows)
+        tiny = np.repeat(model.tiny, R.shape[1])
+        L, bad = self._to_log(R.reshape(-1, R.shape[2]), tiny)
         L = L.reshape(R.shape)
         bad = bad.reshape(n, -1).any(axis=1)
         # The design uses the points as actually represented, not as drawn.
         U = (points - state.X[rows, None, :]) / step[:, None, :]
         U = np.concatenate([np.zeros((n, 1, d)), U], axis=1)
         Y = np.concatenate([state.L0[rows, None, :], L], axis=1)
-        self._judge(state, searches, rows, U, Y, step, bad, R)
+        self._judge(state, searches, rows, U, Y, step, bad, R, model)
 
-    def _judge(self, state, searches, rows, U, Y, step, bad, R):
+    def _judge(self, state, searches, rows, U, Y, step, bad, R, model):
         P = None
         if self._kind == "proba":
             P = np.concatenate([state.R0[rows, None, :], R], axis=1)
-        tau = noise_scale(Y, P)
+        centre = self._kind != "regression"
+        tau = model.tau(Y, P, centre)
         slope, intercept, sigma_hat, se_x = fit_local_models(
-            U, Y, state.X[rows], step, self._kind != "regression", tau
+            U, Y, state.X[rows], step, centre, tau
         )
         # One noise level for all columns: the centred log-ratios share their
         # rounding errors, and a column whose own residuals are small by
@@ -702,27 +838,51 @@ class OpenAPIExplainer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
             ]
         )
         sigma = np.maximum(np.maximum(pooled, 1.0), learned)
-        rel = relative_bound(slope, sigma[:, None], se_x).max(axis=1)
-        rel = np.where(bad, np.inf, rel)
         by_estimate = pooled >= np.maximum(1.0, learned)
+        stat, wc = self._bound_parts(model, U, Y, P, tau, step, se_x, sigma, centre)
+        rel = _relative_bound(stat, wc, slope, model.float64)
+        rel = np.where(bad, np.inf, rel)
         # Bitwise identical responses everywhere in the cube: a dead region;
-        # unless the row is saturated, where rounding pins the responses.
+        # unless the row is saturated, where rounding pins the responses, or
+        # the responses are coarse (float32, rounded), where they are pinned
+        # on any cube too small for the change to show: such a cube's slope
+        # is unresolved (its bound infinite) and the search grows it. A
+        # float32 row still pinned on the largest cube is flat.
         pinned = np.all(Y == Y[:, :1, :], axis=(1, 2))
         flat = pinned & ~bad & state.sharp[rows]
-        clipped = self._clipped(P, len(rows))
+        wide_flat = (
+            pinned
+            & ~bad
+            & model.coarse
+            & (model.quantum == 0)
+            & model.deterministic
+            & np.array([searches[i].radius >= self.max_radius for i in rows])
+        )
+        clipped = self._clipped(P, len(rows)) & model.float64
         for j, i in enumerate(rows):
             search = searches[i]
-            if flat[j]:
+            if flat[j] or wide_flat[j]:
                 state.record_flat(i, Y[j, 0], search.radius)
                 del searches[i]
                 continue
-            if clipped[j] or (pinned[j] and not state.sharp[i]):
+            if clipped[j] or (pinned[j] and model.float64[j] and not state.sharp[i]):
                 # Pinned responses carry no slope: no estimate from this cube.
                 state.n_iter[i] += 1
                 state.status[i] = "saturated"
                 del searches[i]
                 continue
-            state.record_estimate(i, slope[j], intercept[j], rel[j], search.radius)
+            search.coarse = bool(model.coarse[j])
+            state.add_candidate(
+                i,
+                slope[j],
+                intercept[j],
+                stat[j],
+                wc[j],
+                sigma[j],
+                search.radius,
+                len(search.history),
+                bool(model.float64[j]),
+            )
             search.record(
                 Attempt(
                     search.radius,
@@ -730,27 +890,99 @@ class OpenAPIExplainer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
                     rel[j],
                     bool(bad[j]),
                     bool(by_estimate[j]),
+                    U.shape[1] - U.shape[2] - 1,
                 )
             )
             # A cube whose residuals stand above the noise is not linear: its
             # bound, read from those residuals as if they were noise, does not
             # cover the bias a boundary inside it causes.
-            if rel[j] <= self.rtol and search.last_consistent():
+            # Coarse rows claim it only inside the margin of any kink seen.
+            inside = not search.coarse or search.radius <= search.safe_radius()
+            if rel[j] <= self.rtol and search.last_consistent() and inside:
+                state.record_estimate(i, slope[j], intercept[j], rel[j], search.radius)
                 state.status[i] = "exact"
-                if state.library is not None:
+                if state.library is not None and model.float64[j]:
                     state.library.add(
-                        state.X[i], slope[j], intercept[j], rel[j], state.offset + i
+                        state.X[i],
+                        slope[j],
+                        intercept[j],
+                        rel[j],
+                        state.offset + i,
+                        search.radius,
+                        sigma[j] * se_x[j],
                     )
                 del searches[i]
                 continue
             nxt = None
-            if len(search.history) < self.max_iter:
+            if state.n_iter[i] < self.max_iter:
                 nxt = search.next_radius()
             if nxt is None:
-                state.status[i] = self._failure_status(state, i, search)
+                self._finish(state, i, search)
                 del searches[i]
             else:
                 search.radius = nxt
+
+    def _bound_parts(self, model, U, Y, P, tau, step, se_x, sigma, centre):
+        """Absolute L1 bounds (n, K) on the slopes: statistical, worst case.
+
+        The statistical part is the noise level propagated through the fit.
+        For rounded responses the worst-case part adds the bounded rounding
+        error, propagated through the pseudo-inverse (rigorous if the model is
+        affine on the cube); for a noisy service the level is at least the
+        upper confidence bound of the scatter its repeats showed.
+        """
+        K = Y.shape[2]
+        # Deterministic float64 rows: the certificate's original form, the
+        # noise level times the sum of the standard errors (the floor there
+        # is orders of magnitude above the actual rounding noise).
+        stat = (BOUND_Z * sigma * se_x.sum(axis=1))[:, None] * np.ones(K)
+        coarse = model.coarse
+        if coarse.any():
+            point, ucb = model.scatter_floor()
+            with np.errstate(divide="ignore", invalid="ignore"):
+                ratio = np.where(point > 0, ucb / point, np.where(ucb > 0, np.inf, 1.0))
+            level = np.maximum(sigma, ratio)
+            upper = statistical_abs(level[:, None], se_x, n_columns=K) * np.ones(K)
+            stat = np.where(coarse[:, None], upper, stat)
+        wc = np.zeros_like(stat)
+        rounded = model.quantum > 0
+        if rounded.any():
+            g = np.flatnonzero(rounded)
+            delta = model.take(g).delta(Y[g], None if P is None else P[g], centre)
+            finite = np.all(np.isfinite(delta), axis=(1, 2))
+            delta = np.where(np.isfinite(delta), delta, 0.0)
+            part = worst_case_abs(U[g], tau[g], delta, step[g])
+            wc[g] = np.where(finite[:, None], part, np.inf)
+        return stat, wc
+
+    def _finish(self, state, i, search):
+        """Status and estimate of a row whose search ended without an exact cube.
+
+        Its estimate is the consistent attempt with the smallest bound (a cube
+        that failed the residual test never lends its bound to a row): for
+        coarse responses, where ``rtol`` is mostly out of reach, that attempt
+        certifies the row as ``"approximate"`` when its bound is below 1.
+        """
+        limit = search.safe_radius() if search.coarse else np.inf
+        best, rel = state.best_candidate(i, search, limit)
+        if best is not None:
+            slope, intercept, radius = best
+            state.record_estimate(i, slope, intercept, rel, radius)
+        else:
+            state.record_fallback(i)
+        if (
+            search.coarse
+            and best is not None
+            and rel < 1.0
+            and not self._absolute_noise(state, i)
+        ):
+            state.status[i] = "exact" if rel <= self.rtol else "approximate"
+            return
+        state.status[i] = self._failure_status(state, i, search)
+        if state.status[i] == "saturated":
+            # Its noise model does not hold (the responses' precision is lost
+            # to an absolute error): no bound.
+            state.error_bound[i] = np.inf
 
     @staticmethod
     def _clipped(P, n):
@@ -779,10 +1011,13 @@ class OpenAPIExplainer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
 
     def _absolute_noise(self, state, i):
         """The row's own noise is ruled by the absolute error of a 1 - p."""
-        if self._kind != "proba" or not grid_rounded(state.R0[i]).any():
+        if self._kind != "proba":
             return False
-        relative = noise_scale(state.L0[i][None, None, :])[0, 0]
-        return state.tau0[i] > _ABSOLUTE_DOMINANCE * relative
+        model = state.prec.model([i])
+        L0 = state.L0[i][None, None, :]
+        with_grid = model.rounding_tau(L0, state.R0[i][None, None, :])[0, 0]
+        relative = model.rounding_tau(L0, None)[0, 0]
+        return with_grid > _ABSOLUTE_DOMINANCE * relative
 
     def _assemble(self, parts, X, first=0):
         """One Explanation of the rows ``X`` (rows ``first`` on of the batch)."""
@@ -803,6 +1038,7 @@ class OpenAPIExplainer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         names = self.get_feature_names_out()
         status = merged["status"].astype(object)
         merged.pop("status")
+        merged["response_precision"] = merged["response_precision"].astype(object)
         merged.update(self._presented(values, merged["intercept"], target, X))
         return Explanation(
             values=values,
@@ -838,14 +1074,31 @@ class OpenAPIExplainer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         }
 
 
+def _relative_bound(stat, wc, slope, float64):
+    """Bound on the relative L1 error of every column's slope, worst column.
+
+    Deterministic float64 rows keep the certificate's original form (the
+    absolute bound over the estimate's norm, exact to far below ``rtol``);
+    coarse rows add the worst-case part and divide by the smallest norm the
+    true slope can have.
+    """
+    norm = np.abs(slope).sum(axis=1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        plain = np.where(norm > 0, stat / norm, np.inf)
+    coarse = relative(stat + wc, slope)
+    return np.where(float64[:, None], plain, coarse).max(axis=1)
+
+
 class _ChunkState:
     """Per-row results of one chunk, filled in as attempts come back."""
 
     def __init__(self, X, offset, n_outputs, init_radius):
         n, d = X.shape
         self.X, self.offset, self.n, self.d = X, offset, n, d
-        self.R0 = self.L0 = self.tau0 = self.library = None
+        self.R0 = self.L0 = self.tau0 = self.library = self.prec = None
         self.cubes = {}
+        self.candidates = [[] for _ in range(n)]
+        self.repeated = np.zeros(n, dtype=bool)
         self.reused_from = np.full(n, -1, dtype=np.intp)
         self.target = np.full(n, -1, dtype=np.intp)
         self.coef = np.full((n, d, n_outputs), np.nan)
@@ -859,12 +1112,46 @@ class _ChunkState:
     def owners(self, local_rows):
         return local_rows + self.offset
 
-    def record_estimate(self, i, slope, intercept, rel, radius):
+    def repeats_due(self, i):
+        """Queries of row ``i`` itself to send again in this round."""
+        if not self.repeated[i]:
+            return 1
+        return self.prec.needs_repeats(i)
+
+    def add_candidate(self, i, slope, intercept, stat, wc, sigma, radius, k, f64):
         self.n_iter[i] += 1
-        # Keep the best estimate: a failed row still reports it, flagged.
-        if rel <= self.error_bound[i] or not np.isfinite(self.error_bound[i]):
+        self.candidates[i].append((slope, intercept, stat, wc, sigma, radius, k, f64))
+
+    def best_candidate(self, i, search, limit=np.inf):
+        """The consistent attempt with the smallest bound, under the noise
+        level known now (a level learned later raises earlier bounds), among
+        those at most ``limit`` in radius."""
+        learned = 0.0 if search.noise is None else float(np.max(search.noise))
+        best, best_rel = None, np.inf
+        for slope, intercept, stat, wc, sigma, radius, k, f64 in self.candidates[i]:
+            if k >= len(search.history) or not search.consistent(k):
+                continue
+            if radius > limit:
+                continue
+            scaled = stat * max(1.0, learned / sigma)
+            rel = _relative_bound(scaled[None], wc[None], slope[None], np.array([f64]))[
+                0
+            ]
+            if best is None or rel < best_rel:
+                best, best_rel = (slope, intercept, radius), rel
+        return best, best_rel
+
+    def record_estimate(self, i, slope, intercept, rel, radius):
+        self.coef[i], self.intercept[i] = slope, intercept
+        self.error_bound[i], self.radius[i] = rel, radius
+
+    def record_fallback(self, i):
+        """No consistent attempt: the last estimate, without a bound."""
+        if self.candidates[i]:
+            slope, intercept, *_, radius, _k, _f = self.candidates[i][-1]
             self.coef[i], self.intercept[i] = slope, intercept
-            self.error_bound[i], self.radius[i] = rel, radius
+            self.radius[i] = radius
+        self.error_bound[i] = np.inf
 
     def record_reuse(self, i, slope, intercept, rel, owner):
         self.coef[i], self.intercept[i] = slope, intercept
@@ -890,6 +1177,7 @@ class _ChunkState:
             "n_iter": self.n_iter,
             "n_queries": self.n_queries,
             "reused_from": self.reused_from,
+            "response_precision": self.prec.label(np.arange(self.n)).astype(str),
         }
 
 
@@ -936,6 +1224,7 @@ def _pad_partial(part, n, n_outputs, d, first=0):
         "n_iter": np.zeros(n, dtype=np.intp),
         "n_queries": np.zeros(n, dtype=np.intp),
         "reused_from": np.full(n, -1, dtype=np.intp),
+        "response_precision": np.full(n, "", dtype=object),
     }
     for key, arr in part.items():
         full[key][rows][: arr.shape[0]] = arr
@@ -949,10 +1238,13 @@ def _warn_failures(status):
     summary = ", ".join(f"{c} {s}" for s, c in count_statuses(status[failed]).items())
     rows = np.flatnonzero(failed)
     shown = ", ".join(map(str, rows[:10])) + (" ..." if rows.size > 10 else "")
+    note = ""
+    if (status == "approximate").any():
+        note = " Approximate rows are certified to their error_bound."
     warnings.warn(
         f"{failed.sum()} of {status.size} rows were not certified exact "
         f"({summary}; rows {shown}). Their values are best estimates; see "
-        "Explanation.status and error_bound.",
+        f"Explanation.status and error_bound.{note}",
         ConvergenceWarning,
         stacklevel=3,
     )

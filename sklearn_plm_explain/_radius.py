@@ -5,6 +5,7 @@
 from dataclasses import dataclass
 
 import numpy as np
+from scipy import stats
 
 # A residual this many times the noise level is not noise.
 EXCESS_FACTOR = 8.0
@@ -22,6 +23,17 @@ MIN_BRACKET = 4.0
 AUGMENT_RANGE = 8.0
 # The most a larger sample in the same cube can tighten the bound.
 OVERSAMPLE_GAIN = 8.0
+# Coarse responses (float32, rounded, noisy) hide weak kinks in their noise.
+# Their noise model is close to the actual noise (not a floor orders of
+# magnitude above it, as for float64), so the residual test is a chi-square
+# test: a cube fails when its residual variance exceeds COARSE_MISFIT times
+# the model's at level COARSE_LEVEL (the model may be off by that factor).
+# And the certifying cube stays COARSE_MARGIN inside the smallest cube that
+# failed, whose boundary may already bias a cube that reaches close to it
+# without its residuals showing.
+COARSE_MISFIT = 2.0
+COARSE_LEVEL = 1e-4
+COARSE_MARGIN = 4.0
 
 
 @dataclass
@@ -31,6 +43,7 @@ class Attempt:
     rel_error: float  # bound on the relative L1 error, worst column
     bad: bool  # some response in the cube was unusable (e.g. p == 0)
     estimate_limited: bool = False  # the noise estimate, not the floor, set it
+    dof: int = 0  # spare degrees of freedom of the residuals
 
 
 class RadiusSearch:
@@ -45,7 +58,16 @@ class RadiusSearch:
     """
 
     def __init__(
-        self, radius, min_radius, max_radius, rtol, n_features, n_witnesses, n_more
+        self,
+        radius,
+        min_radius,
+        max_radius,
+        rtol,
+        n_features,
+        n_witnesses,
+        n_more,
+        noise_cap=np.inf,
+        coarse=False,
     ):
         self.radius = radius
         self.min_radius = min_radius
@@ -56,6 +78,15 @@ class RadiusSearch:
         self.n_more = n_more
         self.history = []
         self.noise = None
+        # The most noise (in noise-model units) the search may learn: what the
+        # precision model or the repeat queries can account for. A residual
+        # above it that stays put as the cube shrinks is a kink, not noise.
+        self.noise_cap = noise_cap
+        # Coarse responses (float32, rounded, noisy) rarely reach rtol: the
+        # search then makes the bound as small as the region allows (the
+        # largest consistent cube, more witnesses) instead of stopping as
+        # soon as rtol is out of reach.
+        self.coarse = coarse
         # Plan of the next attempt: how many new points, and whether they
         # join the previous cube (same radius) or start a new one.
         self.n_new = n_features + n_witnesses
@@ -66,7 +97,8 @@ class RadiusSearch:
             return True
         # In units of the noise model the a-priori floor is 1.
         level = 1.0 if self.noise is None else np.maximum(1.0, self.noise)
-        return bool(np.any(att.sigma_hat > EXCESS_FACTOR * level))
+        factor = _coarse_factor(att.dof) if self.coarse else EXCESS_FACTOR
+        return bool(np.any(att.sigma_hat > factor * level))
 
     def _learn_noise(self):
         # Two inconsistent attempts whose residual did not fall when the cube
@@ -77,6 +109,8 @@ class RadiusSearch:
                 if a.radius < NOISE_TEST_RATIO * b.radius or _exponent(a, b) >= 0.5:
                     continue
                 level = np.maximum(a.sigma_hat, b.sigma_hat)
+                if np.max(level) > self.noise_cap:
+                    continue
                 if self.noise is not None:
                     level = np.maximum(self.noise, level)
                 self.noise = level
@@ -111,7 +145,7 @@ class RadiusSearch:
             want = last.radius * float(np.clip(growth, 2.0, MAX_GROWTH))
         blocked = want < self.min_radius
         if r_lo is not None and r_hi is not None:
-            if self._hopeless(r_lo, r_hi):
+            if not self.coarse and self._hopeless(r_lo, r_hi):
                 return None
             if r_hi / r_lo < MIN_BRACKET:
                 blocked = True
@@ -127,12 +161,22 @@ class RadiusSearch:
         if (
             r_lo is not None
             and self.n_witnesses < self.n_more
-            and not self._hopeless(r_lo, 2.0 * r_lo)
+            and (self.coarse or not self._hopeless(r_lo, 2.0 * r_lo))
         ):
             self.n_witnesses = self.n_more
             self.n_new = self.n_features + self.n_witnesses
-            return r_lo
+            return min(r_lo, self.safe_radius()) if self.coarse else r_lo
         return None
+
+    def safe_radius(self):
+        """Largest radius a coarse row may be certified at (see COARSE_MARGIN)."""
+        r_lo, _ = self._bracket()
+        hi = [
+            a.radius
+            for a in self.history
+            if self._excess(a) and (r_lo is None or a.radius > r_lo)
+        ]
+        return min(hi) / COARSE_MARGIN if hi else np.inf
 
     def _hopeless(self, r_lo, r_hi):
         """No radius below ``r_hi`` can be resolved, even with more points.
@@ -172,6 +216,15 @@ class RadiusSearch:
         ]
         return r_lo, (min(hi) if hi else None)
 
+    def reset(self):
+        """Forget the attempts (the noise model they were judged by changed)."""
+        self.history = []
+        self.noise = None
+
+    def consistent(self, k):
+        """Whether attempt ``k`` is consistent under what is known now."""
+        return not self._excess(self.history[k])
+
     def failure_status(self):
         """Name the reason no attempt was certified."""
         exc = [a for a in self.history if not a.bad and self._excess(a)]
@@ -181,6 +234,14 @@ class RadiusSearch:
         if _curved(exc, quiet):
             return "not_piecewise_linear"
         return "boundary"
+
+
+def _coarse_factor(dof):
+    """Residual RMS, in noise-model units, above which a coarse cube fails."""
+    if dof <= 0:
+        return EXCESS_FACTOR
+    q = stats.chi2.isf(COARSE_LEVEL, dof)
+    return float(min(EXCESS_FACTOR, np.sqrt(COARSE_MISFIT * q / dof)))
 
 
 def _curved(attempts, quiet):

@@ -4,23 +4,33 @@
 
 import numpy as np
 
+from sklearn_plm_explain._radius import EXCESS_FACTOR
+
 # A response agrees with a model's prediction within this many noise scales.
 AGREE_NOISE = 16.0
+# A reused model is confirmed by this many antithetic pairs of probes, in
+# independent random directions, this many times as far from the row as the
+# model's own certified radius.
+N_PAIRS = 2
+PROBE_REACH = 4.0
 
 
 class RegionLibrary:
     """The local models certified so far in one batch of rows.
 
     All rows of one linear region share one local model. A row whose own
-    response agrees with a certified model, and whose fresh random neighbour
-    agrees too, lies in that model's region with probability one: two
-    different affine maps agree only on a set of measure zero, and the
-    neighbour is drawn after the match was found. Such a row reuses the model
-    for two queries instead of a new fit.
+    response agrees with a certified model, and whose fresh random probes
+    agree too, lies in that model's region with probability one: two
+    different affine maps agree only on a set of measure zero, and the probes
+    are drawn after the match was found. The probes sit at the model's own
+    certified radius and are judged by the certificate's residual test (see
+    :meth:`confirm`). Such a row reuses the model for ``2 * N_PAIRS`` queries
+    instead of a new fit.
     """
 
     def __init__(self, centre):
         self.centre = centre
+        self._radius, self._se = [], []
         self._x, self._slope, self._intercept, self._rel, self.owner = (
             [],
             [],
@@ -32,7 +42,11 @@ class RegionLibrary:
     def __len__(self):
         return len(self._x)
 
-    def add(self, x, slope, intercept, rel, owner):
+    def add(self, x, slope, intercept, rel, owner, radius, se):
+        """Record a certified model, its radius and its slopes' standard errors
+        (absolute, per input feature)."""
+        self._radius.append(radius)
+        self._se.append(se)
         self._x.append(x)
         self._slope.append(slope)
         self._intercept.append(intercept)
@@ -77,6 +91,50 @@ class RegionLibrary:
             np.einsum("nd,ndk->nk", np.abs(step), np.abs(S))
         )
         return np.all(np.abs(predicted - observed) <= tol, axis=1)
+
+    def probe_radius(self, models):
+        """Radius of the probes confirming each model: its own certified one.
+
+        That is where the certificate's residual test showed the model to be
+        linear at the noise level, and where the probes' test has the same
+        power: a slope difference ``D`` shows over a probe ``u`` as ``D u``,
+        against the same noise.
+        """
+        return PROBE_REACH * np.asarray(self._radius)[models]
+
+    def confirm(self, x0, L0, tau0, X, L, tau, models):
+        """Whether probes confirm each row's reused model.
+
+        Every probe's change of response from the row must follow the model's
+        slopes to within the certificate's residual test (``EXCESS_FACTOR``
+        times the noise of both responses and of the model's prediction, from
+        its slopes' standard errors). A different region's slopes differ by
+        some ``D``; each of the ``N_PAIRS`` independent random directions
+        misses it only when ``|D u|`` happens to fall below that noise, so the
+        chance that all miss falls as its power ``N_PAIRS``.
+
+        Parameters
+        ----------
+        x0, L0, tau0 : ndarrays of shape (n, d), (n, K), (n,)
+            The rows, their responses and noise scales.
+        X, L, tau : ndarrays of shape (n, p, d), (n, p, K), (n, p)
+            The probes of each row, their responses and noise scales.
+        models : ndarray of int of shape (n,)
+            Library index of the model of each row.
+
+        Returns
+        -------
+        ok : ndarray of bool of shape (n,)
+        """
+        S = np.stack(self._slope)[models]
+        se = np.stack(self._se)[models]  # (n, d) absolute, input units
+        step = X - x0[:, None, :]
+        predicted = np.einsum("npd,ndk->npk", step, S)
+        observed = self._centred(L) - self._centred(L0)[:, None, :]
+        spread = np.sqrt(np.einsum("npd,nd->np", step**2, se**2))
+        noise = np.sqrt(tau**2 + tau0[:, None] ** 2 + spread**2)
+        tol = EXCESS_FACTOR * noise[:, :, None]
+        return np.all(np.abs(predicted - observed) <= tol, axis=(1, 2))
 
     def first_match(self, X, L, tau, start=0, block=64):
         """Index of the first model from ``start`` on that each row agrees with.

@@ -1,0 +1,442 @@
+"""The precision of a model's responses, read from the responses themselves.
+
+A served model answers with the precision of its runtime, not float64's: a
+float32 forward pass (ONNX Runtime, most PyTorch and Keras services), values
+rounded to a few decimals (JSON APIs), or a different answer for the same point
+on each call. :class:`PrecisionEvidence` gathers, row by row, what the answers
+reveal and turns it into a noise model:
+
+* the *binary precision*: how many significant bits the values carry (53 for
+  float64, 24 for float32, whether stored as float32 or as the shortest
+  decimal of a float32, as a JSON encoder writes it);
+* the *decimal quantum*: the largest ``10**-k`` every value is a multiple of;
+* *repeat queries*: the row itself sent again in a later call, bitwise equal
+  for a deterministic service, scattered for a noisy one.
+
+Each part gives a part of the noise model: a relative rounding floor of a few
+ulps of the binary precision (plus the absolute ulp of a small probability
+computed as ``1 - p`` in that precision), a bounded error of at most ``q / 2``
+on every value rounded to ``q`` (propagated as a worst case by
+:func:`worst_case_abs`), and the measured scatter of a noisy service.
+Everything here is free of model queries.
+"""
+
+# SPDX-License-Identifier: BSD-3-Clause
+
+import numpy as np
+from scipy import stats
+
+from sklearn_plm_explain._certify import EPS, noise_inflation, noise_scale
+
+# Decimal quanta looked for: 10**-1 to 10**-12 (a float64 value that is not
+# rounded lies within a few ulps of a multiple of 1e-12 with probability
+# about 1e-3; of 1e-6, about 1e-9).
+_MAX_DECIMALS = 12
+# Values stored as float32 are looked for quanta down to 1e-7 (the float32
+# nearest to a multiple of 1e-7, say, of a value in [0.5, 1) is that value
+# with probability 0.6, but of a value near 0.01 with probability 0.01: the
+# evidence of a few values of different magnitudes decides).
+_MAX_DECIMALS_F32 = 7
+# The narrowest binary precision assumed when the values carry fewer bits
+# (e.g. only 0, 1/2 and 1 seen so far): half precision.
+_MIN_BITS = 11
+# Ulps of the rounding floor of a float32 (or coarser) forward pass: measured
+# on float32 ONNX exports of scikit-learn MLPs, the centred log-ratios err by
+# at most about 2 ulps times (1 + max |log p|), 0.4 in RMS; the floor is set
+# at that maximum, and the residuals, measured in its units, can only raise
+# it.
+FLOOR_ULPS_NARROW = 0.25
+# Below this, a probability's absolute rounding error matters in log space.
+_SMALL_P = 2.0**-10
+# Repeats of the row itself once a service is seen to be non-deterministic.
+N_REPEATS = 6
+# The most the search may attribute to noise beyond what the noise model
+# says, in its units: a residual that stays put as the cube shrinks is noise
+# only below this; above it, it is a kink.
+NOISE_CAP = 64.0
+
+_F32_TINY = float(np.finfo(np.float32).tiny)
+_F64_TINY = float(np.finfo(np.float64).tiny)
+
+
+def significant_bits(values):
+    """Bits of the binary significand each value needs (0 for zeros)."""
+    v = np.abs(np.asarray(values, dtype=np.float64)).ravel()
+    bits = np.zeros(v.shape, dtype=np.intp)
+    nz = v > 0
+    m, _ = np.frexp(v[nz])
+    M = (m * 2.0**53).astype(np.int64)
+    low = M & -M
+    bits[nz] = 53 - np.log2(low).astype(np.intp)
+    return bits
+
+
+def _float32_shortest(values):
+    """Whether each value is a float32 or the shortest decimal of one."""
+    v = np.asarray(values, dtype=np.float64)
+    v32 = v.astype(np.float32)
+    ok = v32.astype(np.float64) == v
+    todo = ~ok & np.isfinite(v32)
+    if todo.any():
+        ok[todo] = v32[todo].astype(str).astype(np.float64) == v[todo]
+    return ok
+
+
+def _multiples(v, k):
+    """Whether every value is the nearest float64 to a multiple of 10**-k."""
+    t = v * 10.0**k
+    return bool(np.all(np.abs(t - np.round(t)) <= 4.0 * EPS * np.abs(t)))
+
+
+class PrecisionEvidence:
+    """What the responses of each row have shown about their precision.
+
+    Evidence only accumulates: a value that needs more than 24 bits (and is not
+    a float32's shortest decimal) rules out float32 for good, a value that is
+    not a multiple of ``10**-k`` rules out that quantum for good. The noise
+    model read from it therefore only ever becomes finer as responses arrive;
+    :meth:`version` tells when it changed.
+
+    Parameters
+    ----------
+    n : int
+        Number of rows.
+    stated : {"auto", "float64", "float32"} or float
+        The user's ``response_precision``.
+    """
+
+    def __init__(self, n, stated="auto"):
+        self.n = n
+        self.stated = stated
+        self.max_bits = np.zeros(n, dtype=np.intp)
+        self.informative = np.zeros(n, dtype=bool)
+        self.wide = np.zeros(n, dtype=bool)  # some value needs float64
+        self.decimal = np.ones((n, _MAX_DECIMALS), dtype=bool)
+        self.decimal32 = np.ones((n, _MAX_DECIMALS_F32), dtype=bool)
+        self.R0 = None
+        self.repeats = [[] for _ in range(n)]
+        self.deterministic = np.ones(n, dtype=bool)
+        self.scatter = np.zeros(n)
+        self.scatter_dof = np.zeros(n, dtype=np.intp)
+
+    # -- evidence ------------------------------------------------------------------
+    def update(self, i, R):
+        """Take in the responses ``R`` (m, K) that row ``i`` received."""
+        v = np.asarray(R, dtype=np.float64).ravel()
+        # 0 and 1 (a saturated probability) say nothing about the precision.
+        v = v[np.isfinite(v) & (v != 0) & (v != 1)]
+        if v.size == 0:
+            return
+        self.informative[i] = True
+        bits = significant_bits(v)
+        if not self.wide[i]:
+            long = bits > 24
+            if long.any():
+                shortest = _float32_shortest(v[long])
+                self.wide[i] = not shortest.all()
+                bits = np.where(long, 24, bits)
+            self.max_bits[i] = max(self.max_bits[i], int(bits.max()))
+        for k in np.flatnonzero(self.decimal[i]):
+            self.decimal[i, k] = _multiples(v, k + 1)
+        if not self.wide[i]:
+            v32 = v.astype(np.float32)
+            if not np.all(v32.astype(np.float64) == v):
+                self.decimal32[i] = False
+            for k in np.flatnonzero(self.decimal32[i]):
+                rounded = np.round(v, k + 1).astype(np.float32)
+                self.decimal32[i, k] = bool(np.all(rounded == v32))
+
+    def set_origins(self, R0):
+        self.R0 = np.asarray(R0, dtype=np.float64)
+        for i in range(self.n):
+            self.update(i, self.R0[i : i + 1])
+
+    def add_repeats(self, i, R, L_of, floor):
+        """Responses at row ``i`` itself, sent again in a later call.
+
+        ``L_of`` maps responses to centred log values, ``floor`` is the
+        rounding noise scale of the row's response. A service whose answers
+        repeat to within that rounding noise is deterministic (a float64 model
+        computed through BLAS may change its last bits with the size of the
+        batch; that is rounding, already in the noise model). It is then
+        assumed to be so everywhere: a service deterministic at the repeated
+        points but noisy elsewhere is not detected. Otherwise the scatter is
+        measured from all the row's answers at that point.
+        """
+        self.update(i, R)
+        self.repeats[i].extend(np.asarray(R, dtype=np.float64))
+        samples = np.vstack([self.R0[i : i + 1], np.asarray(self.repeats[i])])
+        with np.errstate(invalid="ignore"):
+            L = L_of(samples)
+        ok = np.all(np.isfinite(L), axis=1)
+        if self.deterministic[i]:
+            same = np.all(np.asarray(R) == self.R0[i])
+            if same or (ok.all() and np.all(np.abs(L - L[0]) <= floor)):
+                return
+            self.deterministic[i] = False
+        L = L[ok]
+        if L.shape[0] < 2:
+            self.scatter[i] = np.inf
+            self.scatter_dof[i] = 0
+            return
+        K = L.shape[1]
+        dev = L - L.mean(axis=0)
+        dof = (L.shape[0] - 1) * max(K - 1, 1)
+        self.scatter[i] = float(np.sqrt((dev**2).sum() / dof))
+        self.scatter_dof[i] = dof
+
+    def needs_repeats(self, i):
+        """How many more repeats of row ``i`` the next round should send."""
+        if self.deterministic[i]:
+            return 0
+        return max(0, N_REPEATS - len(self.repeats[i]))
+
+    # -- the model -----------------------------------------------------------------
+    def bits(self, rows):
+        """Binary precision of each row's responses, in significant bits."""
+        rows = np.asarray(rows, dtype=np.intp)
+        if self.stated == "float64":
+            return np.full(rows.size, 53, dtype=np.intp)
+        if self.stated == "float32":
+            return np.full(rows.size, 24, dtype=np.intp)
+        narrow = np.clip(self.max_bits[rows], _MIN_BITS, 24)
+        return np.where(self.wide[rows], 53, narrow)
+
+    def quantum(self, rows):
+        """Decimal quantum of each row's responses, 0 where there is none.
+
+        Returns ``(q, through_float32)``: the second flag says the values are
+        the float32 nearest to multiples of ``q`` (so they err by a float32
+        half-ulp more).
+        """
+        rows = np.asarray(rows, dtype=np.intp)
+        q = np.zeros(rows.size)
+        f32 = np.zeros(rows.size, dtype=bool)
+        if isinstance(self.stated, str) and self.stated != "auto":
+            return q, f32
+        if not isinstance(self.stated, str):
+            return np.full(rows.size, float(self.stated)), ~self.wide[rows]
+        for j, i in enumerate(rows):
+            k = np.flatnonzero(self.decimal[i])
+            if k.size:
+                q[j] = 10.0 ** -(k[0] + 1)
+                continue
+            if not self.wide[i]:
+                k = np.flatnonzero(self.decimal32[i])
+                if k.size:
+                    q[j], f32[j] = 10.0 ** -(k[0] + 1), True
+        return q, f32
+
+    def model(self, rows):
+        """The noise model of ``rows``, as a :class:`NoiseModel`."""
+        rows = np.asarray(rows, dtype=np.intp)
+        bits = self.bits(rows)
+        q, f32 = self.quantum(rows)
+        return NoiseModel(
+            bits=bits,
+            quantum=q,
+            quantum_f32=f32,
+            scatter=self.scatter[rows].copy(),
+            scatter_dof=self.scatter_dof[rows].copy(),
+            deterministic=self.deterministic[rows].copy(),
+        )
+
+    def signature(self, i):
+        """A value that changes whenever row ``i``'s noise model does."""
+        m = self.model([i])
+        return (
+            int(m.bits[0]),
+            float(m.quantum[0]),
+            bool(m.deterministic[0]),
+        )
+
+    def label(self, rows):
+        """Per-row description: "float64", "float32", "1e-06", "noisy"...
+
+        "unknown" for a row whose responses were all 0 or 1 (saturated).
+        """
+        m = self.model(rows)
+        out = []
+        seen = self.informative[np.asarray(rows, dtype=np.intp)]
+        for b, q, det, info in zip(m.bits, m.quantum, m.deterministic, seen):
+            if not info and isinstance(self.stated, str) and self.stated == "auto":
+                out.append("unknown")
+            elif not det:
+                out.append("noisy")
+            elif q >= 2.0 ** (4 - int(b)):
+                # A quantum below the values' own binary resolution is not
+                # what limits them.
+                out.append(f"{q:.0e}")
+            elif b >= 53:
+                out.append("float64")
+            elif b == 24:
+                out.append("float32")
+            else:
+                out.append(f"{b} bits")
+        return np.array(out, dtype=object)
+
+
+class NoiseModel:
+    """Noise model of a group of rows (arrays over the rows)."""
+
+    def __init__(self, bits, quantum, quantum_f32, scatter, scatter_dof, deterministic):
+        self.bits = np.asarray(bits)
+        self.quantum = np.asarray(quantum, dtype=np.float64)
+        self.quantum_f32 = np.asarray(quantum_f32, dtype=bool)
+        self.scatter = np.asarray(scatter, dtype=np.float64)
+        self.scatter_dof = np.asarray(scatter_dof)
+        self.deterministic = np.asarray(deterministic, dtype=bool)
+        self.eps = 2.0 ** (1 - self.bits.astype(np.float64))
+
+    def __len__(self):
+        return self.bits.size
+
+    def take(self, j):
+        return NoiseModel(
+            self.bits[j],
+            self.quantum[j],
+            self.quantum_f32[j],
+            self.scatter[j],
+            self.scatter_dof[j],
+            self.deterministic[j],
+        )
+
+    @property
+    def float64(self):
+        """Rows with deterministic float64 responses: rtol is within reach."""
+        return (self.bits >= 53) & (self.quantum == 0) & self.deterministic
+
+    @property
+    def coarse(self):
+        return ~self.float64
+
+    @property
+    def sharp(self):
+        """Bitwise identical responses mean a dead region (not rounding)."""
+        return self.float64
+
+    @property
+    def tiny(self):
+        """Smallest probability whose log is meaningful, per row."""
+        return np.where(self.bits >= 53, _F64_TINY, _F32_TINY)
+
+    def rounding_tau(self, L, P):
+        """A-priori noise scale (n, m) of the binary rounding, per point."""
+        tau64 = noise_scale(L, P)
+        if self.float64.all() or np.all(self.bits >= 53):
+            return tau64
+        eps = self.eps[:, None]
+        tau = 2.0 * FLOOR_ULPS_NARROW * eps * (1.0 + np.abs(L).max(axis=2))
+        if P is not None:
+            grid = 2.0 ** -self.bits.astype(np.float64)
+            Pb = np.where(self.bits[:, None, None] <= 24, P.astype(np.float32), P)
+            Pb = Pb.astype(np.float64)
+            on_grid = (
+                (Pb > 0)
+                & (Pb < _SMALL_P)
+                & (np.mod(Pb / grid[:, None, None], 1.0) == 0.0)
+            )
+            safe = np.where(on_grid, Pb, 1.0)
+            absolute = np.where(on_grid, 0.5 * eps[:, :, None] / safe, 0.0)
+            tau = tau + absolute.max(axis=2)
+        wide = (self.bits >= 53)[:, None]
+        return np.where(wide, tau64, tau)
+
+    def delta(self, L, P, centre):
+        """Worst-case error (n, m, K) of the centred log values from rounding.
+
+        A probability ``p`` rounded to ``q`` lies in ``[p - q/2, p + q/2]``, so
+        its log errs by at most ``log(p / (p - q/2))``; a log value (logit or
+        regression) rounded to ``q`` errs by ``q/2``. Centring mixes the
+        columns: column ``c`` of the centred values errs by at most
+        ``(1 - 2/K) delta_c + mean_k delta_k``. Zero where there is no quantum.
+        """
+        q = self.quantum[:, None, None]
+        half = q / 2.0
+        if P is not None:
+            half = half + np.where(
+                self.quantum_f32[:, None, None],
+                np.spacing(P.astype(np.float32)).astype(np.float64),
+                0.0,
+            )
+            with np.errstate(divide="ignore", invalid="ignore"):
+                d = np.where(P > half, np.log(P / (P - half)), np.inf)
+        else:
+            d = np.broadcast_to(half, L.shape).copy()
+        d = np.where(q > 0, d, 0.0)
+        if not centre:
+            return d
+        K = L.shape[2]
+        own = d * (1.0 - 2.0 / K) if K > 2 else 0.0
+        return own + d.mean(axis=2, keepdims=True)
+
+    def scatter_floor(self):
+        """Measured scatter (n,) of a noisy service, point estimate and UCB."""
+        ucb = np.array(
+            [
+                s * noise_inflation(int(k)) if k > 0 else (np.inf if s > 0 else 0.0)
+                for s, k in zip(self.scatter, self.scatter_dof)
+            ]
+        )
+        return self.scatter, ucb
+
+    def tau(self, L, P, centre):
+        """Noise scale (n, m) that weights the fit: every part, as a variance."""
+        tau = self.rounding_tau(L, P)
+        if np.all(self.float64):
+            return tau
+        d = self.delta(L, P, centre).max(axis=2)
+        d = np.where(np.isfinite(d), d, 0.0)
+        s, _ = self.scatter_floor()
+        s = np.where(np.isfinite(s), s, 0.0)
+        total = np.sqrt(tau**2 + d**2 / 3.0 + s[:, None] ** 2)
+        return np.where(self.float64[:, None], tau, total)
+
+
+def worst_case_abs(U, tau, delta, step):
+    """Bound on the L1 error of each column's slope from bounded errors.
+
+    If the model is affine on the cube and every response errs by at most
+    ``delta`` (n, m, K), the weighted least-squares slopes err by at most
+    ``sum_j sum_m |A+_jm| delta_m / tau_m / step_j`` in input space, with
+    ``A+`` the pseudo-inverse of the weighted design ``[1, U] / tau``.
+
+    Returns
+    -------
+    bound : ndarray of shape (n, K)
+    """
+    n, m, _ = U.shape
+    A = np.concatenate([np.ones((n, m, 1)), U], axis=2) / tau[:, :, None]
+    Ap = np.linalg.pinv(A)[:, 1:, :]  # (n, d, m)
+    G = np.abs(Ap) / tau[:, None, :]
+    per_coef = np.einsum("ndm,nmk->ndk", G, delta)
+    return (per_coef / step[:, :, None]).sum(axis=1)
+
+
+def statistical_abs(sigma, se_x, n_columns=1, level=1e-3):
+    """Upper confidence bound on the L1 error of each column's slope.
+
+    With independent coefficient errors ``e_j ~ N(0, (sigma se_j)^2)`` (the
+    orthogonal design makes them nearly so), ``sum_j |e_j|`` has mean
+    ``sqrt(2/pi) sigma sum_j se_j`` and a right tail no heavier than that of
+    a single term carrying all of ``||se||_2``: it exceeds its mean by
+    ``(z - sqrt(2/pi)) sigma ||se||_2`` with probability at most ``level``
+    over all ``n_columns`` columns, ``z`` the two-sided normal quantile. Unlike
+    a plain sum of standard errors this holds when a few coefficients (features
+    with a small scale) dominate the sum.
+    """
+    mean = np.sqrt(2.0 / np.pi)
+    z = stats.norm.isf(level / (2.0 * n_columns))
+    spread = mean * se_x.sum(axis=1) + (z - mean) * np.sqrt((se_x**2).sum(axis=1))
+    return sigma * spread[:, None]
+
+
+def relative(abs_err, slope):
+    """Relative L1 error of each column from its absolute bound.
+
+    The true slope's norm is at least the estimate's minus the error, so
+    ``abs / (norm - abs)`` bounds the error relative to the true slope.
+    """
+    norm = np.abs(slope).sum(axis=1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(norm > abs_err, abs_err / (norm - abs_err), np.inf)

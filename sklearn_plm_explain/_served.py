@@ -1,0 +1,241 @@
+"""Models as serving stacks return them, and models built to fool a certificate.
+
+Shared by the tests and ``benchmarks/bench_precision.py`` (like
+:mod:`sklearn_plm_explain._anchors`): a model's answers in float32 (numpy or
+an ONNX Runtime session of a skl2onnx export), rounded to decimals, written as
+JSON, or jittered on each call; and piecewise-linear networks with a region
+boundary placed where it is hardest to see. Every wrapper is a plain callable
+``f(X) -> probabilities``; the networks are scikit-learn ``MLPClassifier``
+objects, so that :func:`sklearn_plm_explain.local_linear_model` gives their
+ground truth.
+"""
+
+# SPDX-License-Identifier: BSD-3-Clause
+
+import warnings
+
+import numpy as np
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.neural_network import MLPClassifier
+
+__all__ = [
+    "float32_forward",
+    "onnx_float32",
+    "rounded",
+    "as_json_float32",
+    "jittered",
+    "sigmoid_float32",
+    "thin_region_mlp",
+    "weak_boundary_mlp",
+    "mlp_logits",
+]
+
+
+# -- serving stacks ---------------------------------------------------------------
+def mlp_logits(mlp, X):
+    """Output-layer values of a scikit-learn MLP, in float64."""
+    h = np.asarray(X, dtype=np.float64)
+    last = len(mlp.coefs_) - 1
+    for k, (W, b) in enumerate(zip(mlp.coefs_, mlp.intercepts_)):
+        h = h @ W + b
+        if k < last:
+            h = np.maximum(h, 0.0)
+    return h
+
+
+def float32_forward(mlp):
+    """A ReLU MLP evaluated in float32, as a PyTorch or Keras service does.
+
+    Binary models return ``[1 - p, p]`` with ``p`` the float32 sigmoid.
+    """
+    Ws = [W.astype(np.float32) for W in mlp.coefs_]
+    bs = [b.astype(np.float32) for b in mlp.intercepts_]
+    one = np.float32(1.0)
+
+    def predict_proba(X):
+        h = np.asarray(X, dtype=np.float32)
+        for k, (W, b) in enumerate(zip(Ws, bs)):
+            h = h @ W + b
+            if k < len(Ws) - 1:
+                h = np.maximum(h, np.float32(0.0))
+        if h.shape[1] == 1:
+            p = one / (one + np.exp(-h[:, 0]))
+            return np.column_stack([one - p, p])
+        h = h - h.max(axis=1, keepdims=True)
+        e = np.exp(h)
+        return e / e.sum(axis=1, keepdims=True)
+
+    return predict_proba
+
+
+def onnx_float32(estimator, n_features):
+    """``predict_proba`` of a skl2onnx float32 export, run by ONNX Runtime."""
+    import onnxruntime as ort
+    from skl2onnx import to_onnx
+
+    onx = to_onnx(
+        estimator,
+        np.zeros((1, n_features), dtype=np.float32),
+        options={id(estimator): {"zipmap": False}},
+    )
+    session = ort.InferenceSession(
+        onx.SerializeToString(), providers=["CPUExecutionProvider"]
+    )
+    name = session.get_inputs()[0].name
+    proba = session.get_outputs()[1].name
+
+    def predict_proba(X):
+        return session.run([proba], {name: np.asarray(X, dtype=np.float32)})[0]
+
+    return predict_proba
+
+
+def rounded(fn, decimals, as_float32=False):
+    """Responses rounded to ``decimals`` (then stored as float32 if asked)."""
+
+    def predict_proba(X):
+        P = np.round(np.asarray(fn(X), dtype=np.float64), decimals)
+        return P.astype(np.float32) if as_float32 else P
+
+    return predict_proba
+
+
+def as_json_float32(fn):
+    """float32 responses written as their shortest decimal and read back."""
+
+    def predict_proba(X):
+        return np.asarray(fn(X), dtype=np.float32).astype(str).astype(np.float64)
+
+    return predict_proba
+
+
+def jittered(mlp, size, seed=0, per_call=False):
+    """A service whose logits are multiplied by ``1 + size N(0, 1)`` on each call.
+
+    Each logit of each point gets its own draw, or, with ``per_call``, all of a
+    call share one.
+    """
+    rng = np.random.default_rng(seed)
+
+    def predict_proba(X):
+        z = mlp_logits(mlp, X)
+        if z.shape[1] == 1:
+            z = np.hstack([np.zeros_like(z), z])
+        shape = () if per_call else z.shape
+        z = z * (1.0 + size * rng.standard_normal(shape))
+        z = z - z.max(axis=1, keepdims=True)
+        e = np.exp(z)
+        return e / e.sum(axis=1, keepdims=True)
+
+    return predict_proba
+
+
+def sigmoid_float32(seed=0, d=30, logit=-22.0, n_rows=200):
+    """A binary logistic model computed in float32, returned as ``[1 - p, p]``.
+
+    Returns ``(f, model, X, rows)``: the float32 callable, a float64
+    ``LogisticRegression`` with the same weights (the ground truth), data for
+    ``fit`` and rows whose logits lie within 2 of ``logit``.
+    """
+    from sklearn.linear_model import LogisticRegression
+
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((400, d))
+    w = rng.standard_normal(d)
+    rows = rng.standard_normal((n_rows, d))
+    z = rows @ w
+    rows = rows + ((logit + rng.uniform(-2, 2, n_rows) - z) / (w @ w))[:, None] * w
+    w32, one = w.astype(np.float32), np.float32(1.0)
+
+    def predict_proba(Z):
+        p = one / (one + np.exp(-(np.asarray(Z, dtype=np.float32) @ w32)))
+        return np.column_stack([one - p, p])
+
+    model = LogisticRegression().fit(X, (X @ w > 0).astype(int))
+    model.coef_[:] = w
+    model.intercept_[:] = 0.0
+    return predict_proba, model, X, rows
+
+
+# -- networks built to fool a certificate -----------------------------------------
+def _shell(rng, d, n_hidden, n_classes, n=200):
+    X = rng.standard_normal((n, d)) * rng.uniform(0.5, 3, d)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        mlp = MLPClassifier((n_hidden,), max_iter=1, random_state=0)
+        mlp.fit(X, np.arange(n) % n_classes)
+    return mlp, X
+
+
+def thin_region_mlp(seed, d=8, n_classes=3, half_width=1e-5, rel=1e-4):
+    """A row inside a slab of half-width ``half_width`` standard deviations.
+
+    Inside the slab the slopes differ from those on both sides by ``rel``
+    (relative L1); the slab's two boundaries are parallel. Its step across the
+    slab does not shrink with a cube that spans it, so a search that learns
+    that residual as noise certifies a cube that never enters the region.
+    Returns ``(mlp, X, row)``.
+    """
+    rng = np.random.default_rng(seed)
+    H = 6
+    mlp, X = _shell(rng, d, H, n_classes)
+    scale = X.std(axis=0)
+    x = 0.3 * rng.standard_normal(d) * scale
+    n = rng.standard_normal(d)
+    n /= np.linalg.norm(n)
+    t0 = n @ (x / scale)
+    W1 = rng.standard_normal((d, H)) / scale[:, None]
+    b1 = 5.0 - x @ W1  # the other units active all around the row
+    W1[:, 0], b1[0] = n / scale, -(t0 - half_width)
+    W1[:, 1], b1[1] = n / scale, -(t0 + half_width)
+    K = 1 if n_classes == 2 else n_classes
+    W2 = rng.standard_normal((H, K))
+    main = W1[:, 2:] @ W2[2:]
+    v = rng.standard_normal(K)
+    v /= np.linalg.norm(v)
+    size = rel * np.abs(main).sum() / np.abs(np.outer(n / scale, v)).sum()
+    W2[0], W2[1] = size * v, -size * v
+    mlp.coefs_, mlp.intercepts_ = [W1, W2], [b1, 0.3 * rng.standard_normal(K)]
+    return mlp, X, x
+
+
+def weak_boundary_mlp(seed=0, d=10, n_classes=3, rel=1e-5, n_inside=300, n_past=6000):
+    """Rows in one region, and rows just past a weak boundary of it.
+
+    The boundary's slope change is ``rel`` (relative L1). ``n_inside`` rows lie
+    0.5 to 2 standard deviations inside the region, ``n_past`` rows 1e-9 to
+    1e-5 standard deviations beyond the boundary, where a reused model of the
+    first region agrees with their responses to within ``rel`` of the slope
+    times the distance. Returns ``(mlp, X, rows)``; the first ``n_inside``
+    rows are the inside ones.
+    """
+    rng = np.random.default_rng(seed)
+    H = 6
+    X = rng.standard_normal((400, d))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        mlp = MLPClassifier((H,), max_iter=1, random_state=0)
+        mlp.fit(X, np.arange(400) % n_classes)
+    scale = X.std(axis=0)
+    n = rng.standard_normal(d)
+    n /= np.linalg.norm(n)
+    W1 = rng.standard_normal((d, H)) / scale[:, None]
+    b1 = np.full(H, 50.0)  # every other unit active on all rows
+    W1[:, 0], b1[0] = n / scale, 0.0  # the weak unit: on where n.(x/s) > 0
+    W2 = rng.standard_normal((H, n_classes))
+    main = W1[:, 1:] @ W2[1:]
+    v = rng.standard_normal(n_classes)
+    v /= np.linalg.norm(v)
+    centred = main - main.mean(axis=1, keepdims=True)
+    change = np.outer(n / scale, v - v.mean())
+    W2[0] = rel * np.abs(centred).sum() / np.abs(change).sum() * v
+    mlp.coefs_ = [W1, W2]
+    mlp.intercepts_ = [b1, 0.3 * rng.standard_normal(n_classes)]
+
+    def at(t):
+        Z = 0.5 * rng.standard_normal((t.size, d)) * scale
+        return Z + ((t - (Z / scale) @ n)[:, None] * n[None, :]) * scale
+
+    inside = at(rng.uniform(-2.0, -0.5, n_inside))
+    past = at(10.0 ** rng.uniform(-9, -5, n_past))
+    return mlp, X, np.vstack([inside, past])
