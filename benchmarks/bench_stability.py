@@ -16,7 +16,7 @@ import numpy as np
 from _lime_models import TimedModel, bc_rf, blas_args, header, limit_blas, table
 
 from sklearn_plm_explain import LimeTabularExplainer, StableLIMEExplainer
-from sklearn_plm_explain._stability import jaccard_stability
+from sklearn_plm_explain.metrics import jaccard_stability
 
 K = 5
 LABEL = 1

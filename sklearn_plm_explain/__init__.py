@@ -9,6 +9,7 @@ model tree that is itself a piecewise-linear model
 
 # SPDX-License-Identifier: BSD-3-Clause
 
+from sklearn_plm_explain import baselines, metrics  # noqa: E402  (submodules)
 from sklearn_plm_explain._blackbox import ModelResponseError
 from sklearn_plm_explain._display import ExplanationDisplay
 from sklearn_plm_explain._explanation import Explanation
@@ -32,4 +33,6 @@ __all__ = [
     "decision_features",
     "local_linear_model",
     "__version__",
+    "baselines",
+    "metrics",
 ]

@@ -148,6 +148,19 @@ class OpenAPIExplainer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         Seeds the sampling. Each row draws from its own generator derived from
         this seed and the row's values, so results do not depend on ``n_jobs``
         or on the other rows of the batch.
+    uncertified : {"keep", "nan", "raise"}, default="keep"
+        What :meth:`transform` does with rows it could not certify (status
+        other than ``"exact"``): ``"keep"`` returns their best estimates,
+        ``"nan"`` replaces their rows by NaN, ``"raise"`` raises a
+        ``ValueError`` naming them. ``explain`` always returns every row
+        with its status and is not affected. ``"keep"`` is the default
+        because in a pipeline a transformer must return finite,
+        row-aligned output (the next step, a scaler or a classifier, fails
+        on NaN, and one hard row would then fail a whole cross-validation);
+        the ``ConvergenceWarning`` still names the flagged rows. Choose
+        ``"nan"`` before a step that handles missing values (an imputer,
+        ``HistGradientBoostingClassifier``) and ``"raise"`` when only
+        certified values may go on, as in an audit.
 
     Attributes
     ----------
@@ -205,6 +218,7 @@ class OpenAPIExplainer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         "batch_size": [Interval(Integral, 1, None, closed="left"), None],
         "n_jobs": [Integral, None],
         "random_state": ["random_state"],
+        "uncertified": [StrOptions({"keep", "nan", "raise"})],
     }
 
     def __init__(
@@ -223,6 +237,7 @@ class OpenAPIExplainer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         batch_size=None,
         n_jobs=None,
         random_state=None,
+        uncertified="keep",
     ):
         self.estimator = estimator
         self.response_method = response_method
@@ -237,6 +252,7 @@ class OpenAPIExplainer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         self.batch_size = batch_size
         self.n_jobs = n_jobs
         self.random_state = random_state
+        self.uncertified = uncertified
 
     # -- fit ----------------------------------------------------------------------
     @_fit_context(prefer_skip_nested_validation=False)
@@ -339,7 +355,7 @@ class OpenAPIExplainer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         return scale
 
     # -- explain ------------------------------------------------------------------
-    def explain(self, X, target=None):
+    def explain(self, X, target=None, return_queries=False):
         """Recover and certify the local linear model of each row.
 
         Parameters
@@ -349,6 +365,16 @@ class OpenAPIExplainer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         target : label or array-like of shape (n_samples,), default=None
             Class whose decision features go into ``values``; default the class
             the model predicts for each row. Ignored for regressors.
+        return_queries : bool, default=False
+            Also return, per row, the points the reported local model was
+            fitted on, in the field ``queries``: for a certified row the
+            points of its certified cube (the row itself excluded; it is
+            always part of the fit), for a flagged row those of the cube that
+            gave its best estimate, for a row that reused another row's model
+            the pair of points that confirmed it, and no points for a row
+            saturated at its own response. Off by default because it holds
+            ``(d + 1 + n_witnesses) * d`` numbers per row; the region metrics
+            of :mod:`sklearn_plm_explain.metrics` need it.
 
         Returns
         -------
@@ -356,7 +382,9 @@ class OpenAPIExplainer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
             ``values`` (n, d) decision features of the target class, ``coef``
             (n, d, C) local logit slopes centred across classes, ``intercept``
             (n, C), and per-row diagnostics ``status``, ``converged``,
-            ``error_bound``, ``radius``, ``n_iter``, ``n_queries``.
+            ``error_bound``, ``radius``, ``n_iter``, ``n_queries``; with
+            ``return_queries=True`` also ``queries``, an object array holding
+            one array of shape (n_points, n_features) per row.
 
         Raises
         ------
@@ -372,7 +400,14 @@ class OpenAPIExplainer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         seed = base_seed(self.random_state)
         try:
             parts = map_row_chunks(
-                self._explain_rows, X.shape[0], self.n_jobs, X, target_idx, seed, frame
+                self._explain_rows,
+                X.shape[0],
+                self.n_jobs,
+                X,
+                target_idx,
+                seed,
+                frame,
+                bool(return_queries),
             )
         except ModelResponseError as err:
             if err.partial is not None and not isinstance(err.partial, Explanation):
@@ -385,6 +420,8 @@ class OpenAPIExplainer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
     def transform(self, X):
         """Decision features of the predicted class, shape (n_samples, n_features).
 
+        Rows that are not certified follow the ``uncertified`` policy.
+
         Parameters
         ----------
         X : array-like of shape (n_samples, n_features)
@@ -393,9 +430,27 @@ class OpenAPIExplainer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         Returns
         -------
         values : ndarray of shape (n_samples, n_features)
+
+        Raises
+        ------
+        ValueError
+            With ``uncertified="raise"``, if a row is not certified.
         """
         check_is_fitted(self)
-        return self.explain(X).values
+        explanation = self.explain(X)
+        values, flagged = explanation.values, explanation.flagged
+        if not flagged.any() or self.uncertified == "keep":
+            return values
+        rows = np.flatnonzero(flagged)
+        if self.uncertified == "raise":
+            shown = ", ".join(map(str, rows[:10])) + (" ..." if rows.size > 10 else "")
+            raise ValueError(
+                f"{rows.size} of {len(values)} rows could not be certified "
+                f"(rows {shown}); uncertified='raise' lets no estimate through."
+            )
+        values = values.copy()
+        values[rows] = np.nan
+        return values
 
     def score(self, X, y=None):
         """Share of rows certified exact, less a small charge per query.
@@ -474,9 +529,11 @@ class OpenAPIExplainer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         )
 
     # -- the per-chunk algorithm --------------------------------------------------
-    def _explain_rows(self, rows, X, target, seed, frame):
+    def _explain_rows(self, rows, X, target, seed, frame, return_queries=False):
         X, target = X[rows], target[rows]
         state = _ChunkState(X, rows.start, self._n_outputs, self.init_radius)
+        if return_queries:
+            state.record_queries()
         bb = self._black_box(frame)
         try:
             self._query_origins(bb, state, target)
@@ -611,9 +668,10 @@ class OpenAPIExplainer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
             models,
         )
         ok = ok.reshape(-1, 2).all(axis=1)
-        for i, j, good in zip(rows, models[::2], ok):
+        for k, (i, j, good) in enumerate(zip(rows, models[::2], ok)):
             if good:
                 state.record_reuse(i, *state.library.model(j))
+                state.keep_queries(i, points[2 * k : 2 * k + 2])
         return rows[~ok]
 
     def _tau(self, L, R):
@@ -802,6 +860,17 @@ class _ChunkState:
         self.n_iter = np.zeros(n, dtype=np.intp)
         self.n_queries = np.zeros(n, dtype=np.intp)
         self.status = np.full(n, "", dtype=object)
+        self.queries = None
+
+    def record_queries(self):
+        """Keep, per row, the points its reported local model was fitted on."""
+        self.queries = np.empty(self.n, dtype=object)
+        for i in range(self.n):
+            self.queries[i] = np.empty((0, self.d))
+
+    def keep_queries(self, i, points):
+        if self.queries is not None:
+            self.queries[i] = np.array(points, dtype=np.float64)
 
     def owners(self, local_rows):
         return local_rows + self.offset
@@ -812,6 +881,7 @@ class _ChunkState:
         if rel <= self.error_bound[i] or not np.isfinite(self.error_bound[i]):
             self.coef[i], self.intercept[i] = slope, intercept
             self.error_bound[i], self.radius[i] = rel, radius
+            self.keep_queries(i, self.cubes[i][0])
 
     def record_reuse(self, i, slope, intercept, rel, owner):
         self.coef[i], self.intercept[i] = slope, intercept
@@ -825,8 +895,10 @@ class _ChunkState:
         self.intercept[i] = L0 - L0.mean() if L0.size > 1 else L0
         self.error_bound[i], self.radius[i] = np.inf, radius
         self.status[i] = "flat"
+        self.keep_queries(i, self.cubes[i][0])
 
     def as_dict(self):
+        extra = {} if self.queries is None else {"queries": self.queries}
         return {
             "coef": self.coef,
             "intercept": self.intercept,
@@ -837,7 +909,7 @@ class _ChunkState:
             "n_iter": self.n_iter,
             "n_queries": self.n_queries,
             "reused_from": self.reused_from,
-        }
+        } | extra
 
 
 def _design(rng, n, d, fresh):
@@ -888,6 +960,10 @@ def _pad_partial(part, n, n_outputs, d):
         "n_queries": np.zeros(n, dtype=np.intp),
         "reused_from": np.full(n, -1, dtype=np.intp),
     }
+    if "queries" in part:
+        full["queries"] = np.empty(n, dtype=object)
+        for i in range(n):
+            full["queries"][i] = np.empty((0, d))
     for key, arr in part.items():
         full[key][rows][: arr.shape[0]] = arr
     return full

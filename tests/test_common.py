@@ -14,6 +14,11 @@ from sklearn_plm_explain import (
     OpenAPIExplainer,
     StableLIMEExplainer,
 )
+from sklearn_plm_explain.baselines import (
+    ExtendedLIMEExplainer,
+    FiniteDifferenceExplainer,
+    NaiveSquareExplainer,
+)
 
 # Why a check cannot apply, per estimator class. Every entry says why.
 _EXPECTED_FAILURES = {
@@ -62,6 +67,17 @@ ESTIMATORS = [
     LogisticModelTreeClassifier(),
     LogisticModelTreeClassifier(prune=False, min_samples_split=5, random_state=0),
     LogisticModelTreeClassifier(max_iter=3, n_iter_no_change=2, split_point="midpoint"),
+    FiniteDifferenceExplainer(),
+    FiniteDifferenceExplainer(_logistic_proba, h=1e-3, richardson=False),
+    NaiveSquareExplainer(),
+    NaiveSquareExplainer(
+        LogisticRegression(max_iter=1000), scale="unit", random_state=0
+    ),
+    ExtendedLIMEExplainer(),
+    ExtendedLIMEExplainer(
+        _logistic_proba, regression="ridge", n_samples=20, random_state=0
+    ),
+    OpenAPIExplainer(LogisticRegression(max_iter=1000), uncertified="nan"),
 ]
 
 
@@ -79,7 +95,8 @@ def test_every_public_estimator_is_checked():
 
     public = {
         obj
-        for obj in (getattr(pkg, name) for name in pkg.__all__)
+        for module in (pkg, pkg.baselines)
+        for obj in (getattr(module, name) for name in module.__all__)
         if isinstance(obj, type) and hasattr(obj, "get_params")
     }
     assert public == {type(e) for e in ESTIMATORS}
