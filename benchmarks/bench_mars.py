@@ -18,7 +18,7 @@ import numpy as np
 from _lime_models import TimedModel, blas_args, header, limit_blas, mars, table
 
 from sklearn_plm_explain import LimeTabularExplainer, StableLIMEExplainer
-from sklearn_plm_explain._stability import jaccard_stability
+from sklearn_plm_explain.metrics import jaccard_stability
 
 X_POINT = np.array([0.51, 0.49, 0.5, 0.5, 0.5])
 COMMON = {"discretize_continuous": False, "sample_around_instance": True}

@@ -31,7 +31,7 @@ from _lime_models import TimedModel, bc_rf, blas_args, header, limit_blas, table
 from sklearn.exceptions import ConvergenceWarning
 
 from sklearn_plm_explain import LimeTabularExplainer, StableLIMEExplainer, _stable_lime
-from sklearn_plm_explain._stability import jaccard_stability
+from sklearn_plm_explain.metrics import jaccard_stability
 
 K = 5
 LABEL = 1

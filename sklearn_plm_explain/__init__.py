@@ -10,6 +10,7 @@ explanations (:func:`submodular_pick`, :func:`region_census`).
 
 # SPDX-License-Identifier: BSD-3-Clause
 
+from sklearn_plm_explain import baselines, metrics  # noqa: E402  (submodules)
 from sklearn_plm_explain._blackbox import ModelResponseError, QueryBudgetExceeded
 from sklearn_plm_explain._checkpoint import Checkpoint, CheckpointError
 from sklearn_plm_explain._display import ExplanationDisplay
@@ -43,4 +44,6 @@ __all__ = [
     "region_census",
     "submodular_pick",
     "__version__",
+    "baselines",
+    "metrics",
 ]

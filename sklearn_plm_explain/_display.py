@@ -72,7 +72,10 @@ class ExplanationDisplay:
       ``values`` over the rows whose explained target is that class, all
       panels on one symmetric colour scale. With :class:`OpenAPIExplainer`
       and the predicted class as target this is the average decision
-      feature of each class.
+      feature of each class. Rows the explainer could not certify
+      (:attr:`Explanation.flagged`) are left out of the averages -- their
+      values are only best estimates, and one of them can outweigh a whole
+      class -- and each panel's title says how many were.
 
     What the lengths and colours measure is chosen by ``attribution`` in
     :meth:`from_explanation` (see :meth:`Explanation.attributions`):
@@ -523,15 +526,29 @@ def _one_row(explanation, row, row_label):
 
 
 def _class_averages(explanation):
-    """Mean attribution over the rows of each explained class present."""
+    """Mean attribution over the certified rows of each explained class.
+
+    Flagged rows (not certified) are left out; a class all of whose rows
+    are flagged gets an empty (NaN) panel. Titles give the rows averaged and
+    those left out.
+    """
     target = np.asarray(explanation.target)
     values = np.asarray(explanation.values, dtype=np.float64)
+    flagged = explanation.flagged
     present = np.unique(target)
-    averages = np.stack([values[target == t].mean(axis=0) for t in present])
     labels = present if explanation.classes is None else explanation.classes[present]
-    counts = [int(np.sum(target == t)) for t in present]
-    titles = [f"class {lab} (n={c})" for lab, c in zip(labels, counts)]
-    return averages, titles
+    averages, titles = [], []
+    for t, label in zip(present, labels):
+        used = (target == t) & ~flagged
+        left_out = int(np.sum((target == t) & flagged))
+        averages.append(
+            values[used].mean(axis=0)
+            if used.any()
+            else np.full(values.shape[1], np.nan)
+        )
+        note = f", {left_out} left out" if left_out else ""
+        titles.append(f"class {label} (n={int(used.sum())}{note})")
+    return np.stack(averages), titles
 
 
 def _take_row(X, row):

@@ -153,6 +153,27 @@ class Explanation:
         )
 
     @property
+    def flagged(self):
+        """Rows whose explainer could not certify (or converge on) them.
+
+        ``True`` where the per-row field ``converged`` is ``False``: for
+        :class:`OpenAPIExplainer` every row whose status is not ``"exact"``
+        (its values are best estimates, possibly far off), for
+        :class:`StableLIMEExplainer` rows whose stability test did not pass by
+        ``n_max``. Explanations without a ``converged`` field (such as the
+        comparison methods of :mod:`sklearn_plm_explain.baselines`, which make
+        no claim to certify) flag no row.
+
+        Aggregates of this package (class-average heatmaps, the metrics of
+        :mod:`sklearn_plm_explain.metrics`) leave flagged rows out by default
+        and say how many they left out.
+        """
+        converged = self._rows.get("converged")
+        if converged is None:
+            return np.zeros(len(self), dtype=bool)
+        return ~np.asarray(converged, dtype=bool)
+
+    @property
     def target_label(self):
         """Class label of the explained target of each row (None for regression)."""
         if self.classes is None:
@@ -201,7 +222,11 @@ class Explanation:
         columns = [
             (str(name), values[:, j]) for j, name in enumerate(self.feature_names)
         ]
-        extra = [(n, a) for n, a in self._rows.items() if n != "values" and a.ndim == 1]
+        extra = [
+            (n, a)
+            for n, a in self._rows.items()
+            if n != "values" and a.ndim == 1 and not _ragged(a)
+        ]
         if self.classes is not None:
             extra.append(("target_label", self.target_label))
         if "selected_names" in self._rows:
@@ -512,8 +537,19 @@ class Explanation:
         )
 
 
+def _ragged(arr):
+    """A per-row field holding one array per row (such as ``queries``)."""
+    return arr.dtype == object and arr.size > 0 and isinstance(arr.flat[0], np.ndarray)
+
+
 def _encode(arr):
     arr = np.asarray(arr)
+    if arr.ndim == 1 and _ragged(arr):
+        return {
+            "dtype": "ragged",
+            "shape": [arr.size],
+            "data": [_encode(a) for a in arr],
+        }
     kind = arr.dtype.kind
     if kind == "f":
         flat = [float(v) if np.isfinite(v) else str(v) for v in arr.ravel().tolist()]
@@ -528,6 +564,11 @@ def _encode(arr):
 
 def _decode(enc):
     kind, shape, data = enc["dtype"], tuple(enc["shape"]), enc["data"]
+    if kind == "ragged":
+        arr = np.empty(shape, dtype=object)
+        for i, part in enumerate(data):
+            arr[i] = _decode(part)
+        return arr
     if kind == "f":
         arr = np.array([float(v) for v in data], dtype=np.float64)
     elif kind == "b":

@@ -264,6 +264,17 @@ def _pipeline(pipe, X):
 
 
 def _mlp(mlp, X):
+    W, b, group = _mlp_grouped(mlp, X)
+    return np.ascontiguousarray(W[group]), b
+
+
+def _mlp_grouped(mlp, X):
+    """``(W_g, b, group)``: one slope matrix per distinct activation pattern.
+
+    Rows of one linear region share their pattern, so ``W_g[group[i]]`` is
+    row ``i``'s slopes, computed once per pattern from the output down
+    (memory patterns * width * outputs, never n * d * d).
+    """
     if mlp.activation not in _PLM_ACTIVATIONS:
         raise TypeError(
             f"{type(mlp).__name__}(activation={mlp.activation!r}) is not piecewise "
@@ -274,24 +285,63 @@ def _mlp(mlp, X):
             f"MLPRegressor with output activation {mlp.out_activation_!r} is not "
             "piecewise linear."
         )
-    n, d = X.shape
-    W = np.broadcast_to(np.eye(d), (n, d, d)).copy()
-    b = np.zeros((n, d))
-    h = X
+    # Forward: the activation pattern at each row fixes the local affine map;
+    # its offset ``b`` is carried along (n * width numbers per layer).
+    n = X.shape[0]
+    h, b = X, np.zeros(X.shape[1])
+    masks = []
     last = len(mlp.coefs_) - 1
     for layer, (coef, icpt) in enumerate(zip(mlp.coefs_, mlp.intercepts_)):
         h = h @ coef + icpt
-        W = W @ coef
         b = b @ coef + icpt
         if layer < last and mlp.activation == "relu":
-            # The activation pattern at each row fixes the local affine map.
             mask = (h > 0).astype(np.float64)
-            h = h * mask
-            W = W * mask[:, None, :]
-            b = b * mask
-    if is_classifier(mlp) and W.shape[2] == 1:
-        W, b = _binary_logits(W[:, :, 0], b[:, 0])
-    return W, b
+            h, b = h * mask, b * mask
+            masks.append(mask)
+    b = np.ascontiguousarray(np.broadcast_to(b, (n, b.shape[-1])))
+    group = np.zeros(n, dtype=np.intp)
+    if masks:
+        bits = np.packbits(np.hstack(masks).astype(bool), axis=1)
+        _, first, group = np.unique(
+            bits, axis=0, return_index=True, return_inverse=True
+        )
+        group = group.reshape(-1)
+        masks = [mask[first] for mask in masks]
+    out = mlp.coefs_[last]
+    m, k = (masks[0].shape[0] if masks else 1), out.shape[1]
+    # Backward, held as (width, patterns, outputs): one product per layer.
+    W = np.broadcast_to(out[:, None, :], (out.shape[0], m, k))
+    for layer in range(last - 1, -1, -1):
+        if masks:
+            W = W * masks[layer].T[:, :, None]
+        W = (mlp.coefs_[layer] @ W.reshape(W.shape[0], -1)).reshape(-1, m, k)
+    W = W.transpose(1, 0, 2)
+    if is_classifier(mlp) and k == 1:
+        W_g, _ = _binary_logits(W[:, :, 0], np.zeros(m))
+        _, b = _binary_logits(np.zeros((n, 0)), b[:, 0])
+        return W_g, b, group
+    return W, b, group
+
+
+def _grouped_local_linear_model(estimator, X):
+    """``(W_g, b, group)`` with ``W_g[group]`` the slopes of the rows of ``X``.
+
+    Distinct local models are computed once for ReLU networks (per
+    activation pattern) and logistic model trees (per leaf); for other
+    models every row is its own group.
+    """
+    from sklearn_plm_explain._lmt import LogisticModelTreeClassifier
+
+    check_is_fitted(estimator)
+    if isinstance(estimator, (MLPClassifier, MLPRegressor)):
+        return _mlp_grouped(estimator, check_array(X, dtype=np.float64))
+    if isinstance(estimator, LogisticModelTreeClassifier):
+        leaves = estimator.apply(X)
+        unique, group = np.unique(leaves, return_inverse=True)
+        tree = estimator.tree_
+        return tree.coef[unique], tree.intercept[leaves], group.reshape(-1)
+    W, b = local_linear_model(estimator, X)
+    return W, b, np.arange(W.shape[0])
 
 
 def _binary_logits(w, b):

@@ -196,6 +196,19 @@ class OpenAPIExplainer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         binary precision; a float states the quantum the responses are
         rounded to (e.g. ``1e-6``). Determinism is checked in every case.
         ``Explanation.response_precision`` records what each row was read as.
+    uncertified : {"keep", "nan", "raise"}, default="keep"
+        What :meth:`transform` does with rows it could not certify (status
+        other than ``"exact"``): ``"keep"`` returns their best estimates,
+        ``"nan"`` replaces their rows by NaN, ``"raise"`` raises a
+        ``ValueError`` naming them. ``explain`` always returns every row
+        with its status and is not affected. ``"keep"`` is the default
+        because in a pipeline a transformer must return finite,
+        row-aligned output (the next step, a scaler or a classifier, fails
+        on NaN, and one hard row would then fail a whole cross-validation);
+        the ``ConvergenceWarning`` still names the flagged rows. Choose
+        ``"nan"`` before a step that handles missing values (an imputer,
+        ``HistGradientBoostingClassifier``) and ``"raise"`` when only
+        certified values may go on, as in an audit.
 
     Attributes
     ----------
@@ -266,6 +279,7 @@ class OpenAPIExplainer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
             StrOptions({"auto", "float64", "float32"}),
             Interval(Real, 0, None, closed="neither"),
         ],
+        "uncertified": [StrOptions({"keep", "nan", "raise"})],
     }
 
     def __init__(
@@ -285,6 +299,7 @@ class OpenAPIExplainer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         n_jobs=None,
         random_state=None,
         response_precision="auto",
+        uncertified="keep",
     ):
         self.estimator = estimator
         self.response_method = response_method
@@ -300,6 +315,7 @@ class OpenAPIExplainer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         self.n_jobs = n_jobs
         self.random_state = random_state
         self.response_precision = response_precision
+        self.uncertified = uncertified
 
     # -- fit ----------------------------------------------------------------------
     @_fit_context(prefer_skip_nested_validation=False)
@@ -405,7 +421,7 @@ class OpenAPIExplainer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         return scale
 
     # -- explain ------------------------------------------------------------------
-    def explain(self, X, target=None, *, checkpoint=None):
+    def explain(self, X, target=None, return_queries=False, *, checkpoint=None):
         """Recover and certify the local linear model of each row.
 
         Parameters
@@ -415,6 +431,16 @@ class OpenAPIExplainer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         target : label or array-like of shape (n_samples,), default=None
             Class whose decision features go into ``values``; default the class
             the model predicts for each row. Ignored for regressors.
+        return_queries : bool, default=False
+            Also return, per row, the points the reported local model was
+            fitted on, in the field ``queries``: for a certified row the
+            points of its certified cube (the row itself excluded; it is
+            always part of the fit), for a flagged row those of the cube that
+            gave its best estimate, for a row that reused another row's model
+            the pair of points that confirmed it, and no points for a row
+            saturated at its own response. Off by default because it holds
+            ``(d + 1 + n_witnesses) * d`` numbers per row; the region metrics
+            of :mod:`sklearn_plm_explain.metrics` need it.
         checkpoint : str, path-like or Checkpoint, default=None
             Explain the rows a chunk at a time and keep each finished chunk
             there; a later call with the same arguments reuses the finished
@@ -427,7 +453,9 @@ class OpenAPIExplainer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
             (n, d, C) local logit slopes centred across classes, ``intercept``
             (n, C), and per-row diagnostics ``status``, ``converged``,
             ``error_bound``, ``radius``, ``n_iter``, ``n_queries``,
-            ``reused_from`` and ``response_precision``.
+            ``reused_from`` and ``response_precision``; with
+            ``return_queries=True`` also ``queries``, an object array holding
+            one array of shape (n_points, n_features) per row.
 
         Raises
         ------
@@ -444,7 +472,9 @@ class OpenAPIExplainer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         target_idx = self._target_indices(target, X.shape[0])
 
         def run(start, stop, seed):
-            return self._explain_range(X, frame, target_idx, seed, start, stop)
+            return self._explain_range(
+                X, frame, target_idx, seed, start, stop, return_queries
+            )
 
         explanation = explain_in_chunks(
             self,
@@ -452,13 +482,15 @@ class OpenAPIExplainer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
             run,
             X.shape[0],
             rows=(X, frame),
-            target=target_idx,
+            target=(target_idx, np.array([bool(return_queries)])),
             not_run=lambda a, b: self._assemble([{"offset": a}], X[a:b], a),
         )
         _warn_failures(explanation.status)
         return explanation
 
-    def _explain_range(self, X, frame, target_idx, seed, start, stop):
+    def _explain_range(
+        self, X, frame, target_idx, seed, start, stop, return_queries=False
+    ):
         """The Explanation of rows ``start:stop`` of the validated batch."""
         try:
             parts = map_row_chunks(
@@ -469,6 +501,7 @@ class OpenAPIExplainer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
                 target_idx,
                 seed,
                 frame,
+                bool(return_queries),
                 start=start,
             )
         except ModelResponseError as err:
@@ -480,6 +513,8 @@ class OpenAPIExplainer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
     def transform(self, X):
         """Decision features of the predicted class, shape (n_samples, n_features).
 
+        Rows that are not certified follow the ``uncertified`` policy.
+
         Parameters
         ----------
         X : array-like of shape (n_samples, n_features)
@@ -488,9 +523,27 @@ class OpenAPIExplainer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         Returns
         -------
         values : ndarray of shape (n_samples, n_features)
+
+        Raises
+        ------
+        ValueError
+            With ``uncertified="raise"``, if a row is not certified.
         """
         check_is_fitted(self)
-        return self.explain(X).values
+        explanation = self.explain(X)
+        values, flagged = explanation.values, explanation.flagged
+        if not flagged.any() or self.uncertified == "keep":
+            return values
+        rows = np.flatnonzero(flagged)
+        if self.uncertified == "raise":
+            shown = ", ".join(map(str, rows[:10])) + (" ..." if rows.size > 10 else "")
+            raise ValueError(
+                f"{rows.size} of {len(values)} rows could not be certified "
+                f"(rows {shown}); uncertified='raise' lets no estimate through."
+            )
+        values = values.copy()
+        values[rows] = np.nan
+        return values
 
     def score(self, X, y=None):
         """Share of rows certified exact, less a small charge per query.
@@ -557,10 +610,12 @@ class OpenAPIExplainer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         return bb
 
     # -- the per-chunk algorithm --------------------------------------------------
-    def _explain_rows(self, rows, X, target, seed, frame):
+    def _explain_rows(self, rows, X, target, seed, frame, return_queries=False):
         X, target = X[rows], target[rows]
         state = _ChunkState(X, rows.start, self._n_outputs, self.init_radius)
         state.prec = PrecisionEvidence(len(X), self.response_precision)
+        if return_queries:
+            state.record_queries()
         bb = self._black_box(frame)
         try:
             self._query_origins(bb, state, target)
@@ -758,9 +813,10 @@ class OpenAPIExplainer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         )
         usable = (~bad & model.sharp).reshape(rows.size, p).all(axis=1)
         ok = agree & usable
-        for i, j, good in zip(rows, models, ok):
+        for k, (i, j, good) in enumerate(zip(rows, models, ok)):
             if good:
                 state.record_reuse(i, *state.library.model(j))
+                state.keep_queries(i, points[p * k : p * (k + 1)])
         return rows[~ok]
 
     def _row_scale(self, search):
@@ -787,6 +843,7 @@ class OpenAPIExplainer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
                 search.reset()
                 search.signature = signature
                 state.candidates[i] = []
+                state.candidate_points[i] = []
             if search.keep:
                 old_pts, old_resp = state.cubes[i]
                 pts, resp = np.vstack([old_pts, pts]), np.vstack([old_resp, resp])
@@ -900,6 +957,7 @@ class OpenAPIExplainer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
             inside = not search.coarse or search.radius <= search.safe_radius()
             if rel[j] <= self.rtol and search.last_consistent() and inside:
                 state.record_estimate(i, slope[j], intercept[j], rel[j], search.radius)
+                state.keep_queries(i, state.cubes[i][0])
                 state.status[i] = "exact"
                 if state.library is not None and model.float64[j]:
                     state.library.add(
@@ -966,8 +1024,9 @@ class OpenAPIExplainer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         limit = search.safe_radius() if search.coarse else np.inf
         best, rel = state.best_candidate(i, search, limit)
         if best is not None:
-            slope, intercept, radius = best
+            slope, intercept, radius, idx = best
             state.record_estimate(i, slope, intercept, rel, radius)
+            state.keep_candidate_queries(i, idx)
         else:
             state.record_fallback(i)
         if (
@@ -1098,6 +1157,8 @@ class _ChunkState:
         self.R0 = self.L0 = self.tau0 = self.library = self.prec = None
         self.cubes = {}
         self.candidates = [[] for _ in range(n)]
+        # With return_queries: the points of each candidate's cube.
+        self.candidate_points = [[] for _ in range(n)]
         self.repeated = np.zeros(n, dtype=bool)
         self.reused_from = np.full(n, -1, dtype=np.intp)
         self.target = np.full(n, -1, dtype=np.intp)
@@ -1108,6 +1169,17 @@ class _ChunkState:
         self.n_iter = np.zeros(n, dtype=np.intp)
         self.n_queries = np.zeros(n, dtype=np.intp)
         self.status = np.full(n, "", dtype=object)
+        self.queries = None
+
+    def record_queries(self):
+        """Keep, per row, the points its reported local model was fitted on."""
+        self.queries = np.empty(self.n, dtype=object)
+        for i in range(self.n):
+            self.queries[i] = np.empty((0, self.d))
+
+    def keep_queries(self, i, points):
+        if self.queries is not None:
+            self.queries[i] = np.array(points, dtype=np.float64)
 
     def owners(self, local_rows):
         return local_rows + self.offset
@@ -1121,6 +1193,8 @@ class _ChunkState:
     def add_candidate(self, i, slope, intercept, stat, wc, sigma, radius, k, f64):
         self.n_iter[i] += 1
         self.candidates[i].append((slope, intercept, stat, wc, sigma, radius, k, f64))
+        if self.queries is not None:
+            self.candidate_points[i].append(self.cubes[i][0])
 
     def best_candidate(self, i, search, limit=np.inf):
         """The consistent attempt with the smallest bound, under the noise
@@ -1128,7 +1202,8 @@ class _ChunkState:
         those at most ``limit`` in radius."""
         learned = 0.0 if search.noise is None else float(np.max(search.noise))
         best, best_rel = None, np.inf
-        for slope, intercept, stat, wc, sigma, radius, k, f64 in self.candidates[i]:
+        for idx, candidate in enumerate(self.candidates[i]):
+            slope, intercept, stat, wc, sigma, radius, k, f64 = candidate
             if k >= len(search.history) or not search.consistent(k):
                 continue
             if radius > limit:
@@ -1138,8 +1213,13 @@ class _ChunkState:
                 0
             ]
             if best is None or rel < best_rel:
-                best, best_rel = (slope, intercept, radius), rel
+                best, best_rel = (slope, intercept, radius, idx), rel
         return best, best_rel
+
+    def keep_candidate_queries(self, i, idx):
+        """Keep the points of the cube candidate ``idx`` of row ``i`` came from."""
+        if self.queries is not None:
+            self.keep_queries(i, self.candidate_points[i][idx])
 
     def record_estimate(self, i, slope, intercept, rel, radius):
         self.coef[i], self.intercept[i] = slope, intercept
@@ -1151,6 +1231,8 @@ class _ChunkState:
             slope, intercept, *_, radius, _k, _f = self.candidates[i][-1]
             self.coef[i], self.intercept[i] = slope, intercept
             self.radius[i] = radius
+            if i in self.cubes:
+                self.keep_queries(i, self.cubes[i][0])
         self.error_bound[i] = np.inf
 
     def record_reuse(self, i, slope, intercept, rel, owner):
@@ -1165,8 +1247,10 @@ class _ChunkState:
         self.intercept[i] = L0 - L0.mean() if L0.size > 1 else L0
         self.error_bound[i], self.radius[i] = np.inf, radius
         self.status[i] = "flat"
+        self.keep_queries(i, self.cubes[i][0])
 
     def as_dict(self):
+        extra = {} if self.queries is None else {"queries": self.queries}
         return {
             "coef": self.coef,
             "intercept": self.intercept,
@@ -1178,7 +1262,7 @@ class _ChunkState:
             "n_queries": self.n_queries,
             "reused_from": self.reused_from,
             "response_precision": self.prec.label(np.arange(self.n)).astype(str),
-        }
+        } | extra
 
 
 def _design(rng, n, d, fresh):
@@ -1226,6 +1310,10 @@ def _pad_partial(part, n, n_outputs, d, first=0):
         "reused_from": np.full(n, -1, dtype=np.intp),
         "response_precision": np.full(n, "", dtype=object),
     }
+    if "queries" in part:
+        full["queries"] = np.empty(n, dtype=object)
+        for i in range(n):
+            full["queries"][i] = np.empty((0, d))
     for key, arr in part.items():
         full[key][rows][: arr.shape[0]] = arr
     return full

@@ -105,7 +105,8 @@ def test_every_public_estimator_is_checked():
 
     public = {
         obj
-        for obj in (getattr(pkg, name) for name in pkg.__all__)
+        for module in (pkg, pkg.baselines)
+        for obj in (getattr(module, name) for name in module.__all__)
         if isinstance(obj, type) and hasattr(obj, "get_params")
     }
     # A RemoteModel is a client of a model served elsewhere: the common checks

@@ -240,3 +240,60 @@ def test_lime_bars_show_the_selected_features_with_their_conditions(pyplot):
     assert "P(class 0) (LIME surrogate)" in disp.ax_.get_xlabel()
     disp = e.plot(attribution="slope")
     assert disp.ax_.get_xlabel().startswith("surrogate weight")
+
+
+def test_class_average_leaves_out_a_flagged_lmt_row(pyplot):
+    # The measurement: one LMT row flagged "boundary" with values up
+    # to 2.8e7 shifted its class average by 9e5. Flagged rows are left out,
+    # so the heatmap is the one of the batch without that row.
+    import warnings
+
+    from sklearn.datasets import make_classification
+    from sklearn.exceptions import ConvergenceWarning
+
+    from sklearn_plm_explain import LogisticModelTreeClassifier
+
+    X, y = make_classification(400, 6, n_informative=4, n_classes=3, random_state=0)
+    lmt = LogisticModelTreeClassifier(
+        prune=False, max_depth=2, min_samples_split=40, random_state=0
+    ).fit(X, y)
+    rows = X[:30].copy()
+    rows[5, lmt.tree_.feature[0]] = lmt.tree_.threshold[0]  # on the root split
+    explainer = OpenAPIExplainer(lmt, random_state=0).fit(X)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        e = explainer.explain(rows)
+    assert e.flagged.tolist() == [i == 5 for i in range(30)]
+    # Make the flagged row's estimate as wild as the one measured.
+    e.values[5] = 2.8e7
+    without = explainer.explain(np.delete(rows, 5, axis=0))
+    full = e.plot(kind="class_average", image_shape=(2, 3))
+    clean = without.plot(kind="class_average", image_shape=(2, 3))
+    assert len(full.images_) == len(clean.images_)
+    for a, b in zip(full.images_, clean.images_):
+        np.testing.assert_array_equal(a.get_array(), b.get_array())
+    assert full.images_[0].get_clim() == clean.images_[0].get_clim()
+    c = e.target[5]
+    titles = [a.get_title() for a in full.axes_[: len(full.images_)]]
+    left_out = [t for t in titles if "left out" in t]
+    assert left_out == [
+        f"class {e.classes[c]} (n={np.sum(e.target == c) - 1}, 1 left out)"
+    ]
+
+
+def test_class_average_of_a_class_with_only_flagged_rows(pyplot):
+    e = Explanation(
+        values=[[1.0, 0.0, 0.0, 1.0], [9.0, 9.0, 9.0, 9.0]],
+        target=[0, 1],
+        classes=np.array(["a", "b"]),
+        feature_names=["p", "q", "r", "s"],
+        method="demo",
+        converged=[True, False],
+    )
+    disp = e.plot(kind="class_average", image_shape=(2, 2))
+    assert [a.get_title() for a in disp.axes_] == [
+        "class a (n=1)",
+        "class b (n=0, 1 left out)",
+    ]
+    assert np.ma.getmaskarray(disp.images_[1].get_array()).all()  # NaN: masked
+    assert disp.images_[0].get_clim() == (-1.0, 1.0)

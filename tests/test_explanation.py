@@ -218,3 +218,36 @@ def test_attributions_name_what_is_missing(explanation):
         explanation.attributions()
     with pytest.raises(ValueError, match="kind must be one of"):
         explanation.attributions("raw")
+
+
+def test_flagged_rows_follow_converged():
+    base = {
+        "target": [0, 0, 0],
+        "classes": None,
+        "feature_names": ["a"],
+        "method": "demo",
+    }
+    e = Explanation(values=[[1.0], [2.0], [3.0]], converged=[True, False, True], **base)
+    assert e.flagged.tolist() == [False, True, False]
+    assert e[1:].flagged.tolist() == [True, False]
+    # Without a "converged" field nothing was tested: nothing is flagged.
+    assert not Explanation(values=[[1.0], [2.0], [3.0]], **base).flagged.any()
+
+
+def test_per_row_point_sets_round_trip_and_stay_out_of_tables():
+    queries = np.empty(2, dtype=object)
+    queries[0], queries[1] = np.ones((3, 2)), np.zeros((0, 2))
+    e = Explanation(
+        values=np.eye(2),
+        target=[0, 1],
+        classes=None,
+        feature_names=["a", "b"],
+        method="demo",
+        queries=queries,
+    )
+    back = Explanation.from_dict(json.loads(json.dumps(e.to_dict())))
+    np.testing.assert_array_equal(back.queries[0], queries[0])
+    assert back.queries[1].shape == (0, 2)
+    assert "queries" not in e.to_frame().columns
+    both = Explanation.concat([e, e[1:]])
+    assert len(both.queries) == 3 and both.queries[2].shape == (0, 2)

@@ -566,3 +566,94 @@ def test_callable_gets_class_indices(iris_model):
     explainer = OpenAPIExplainer(model.predict_proba, random_state=0).fit(X)
     np.testing.assert_array_equal(explainer.classes_, [0, 1, 2])
     assert explainer.explain(X[:3]).converged.all()
+
+
+# -- the queried points and the policy for uncertified rows ------------------------
+def _lmt_with_a_flagged_row():
+    """An LMT and 30 rows, row 5 moved onto the root split: not certifiable."""
+    from sklearn.datasets import make_classification
+
+    from sklearn_plm_explain import LogisticModelTreeClassifier
+
+    X, y = make_classification(400, 6, n_informative=4, n_classes=3, random_state=0)
+    lmt = LogisticModelTreeClassifier(
+        prune=False, max_depth=2, min_samples_split=40, random_state=0
+    ).fit(X, y)
+    rows = X[:30].copy()
+    rows[5, lmt.tree_.feature[0]] = lmt.tree_.threshold[0]
+    return lmt, X, rows
+
+
+def test_return_queries_gives_the_certified_cube(iris_model):
+    model, X = iris_model
+    explainer = OpenAPIExplainer(model, random_state=0).fit(X)
+    plain = explainer.explain(X[:8])
+    e = explainer.explain(X[:8], return_queries=True)
+    # Recording changes nothing else.
+    for name in plain.fields:
+        np.testing.assert_array_equal(getattr(e, name), getattr(plain, name))
+    d = X.shape[1]
+    for x, q, r in zip(X[:8], e.queries, e.radius):
+        assert q.shape[1] == d and q.shape[0] >= d + explainer.n_witnesses
+        # The cube's points lie around the row; the row itself is not one.
+        assert not np.any(np.all(q == x, axis=1))
+        assert np.abs(q - x).max() <= 10 * r * explainer.scale_.max()
+    with pytest.raises(AttributeError):
+        plain.queries
+
+
+def test_return_queries_are_points_the_model_saw(iris_model, counting):
+    model, X = iris_model
+    seen = []
+
+    def proba(Z):
+        seen.append(np.array(Z))
+        return model.predict_proba(Z)
+
+    explainer = OpenAPIExplainer(
+        proba, response_method="predict_proba", random_state=0
+    ).fit(X)
+    seen.clear()
+    e = explainer.explain(X[:4], return_queries=True)
+    queried = np.concatenate(seen)
+    for q in e.queries:
+        assert all(np.any(np.all(queried == p, axis=1)) for p in q)
+
+
+def test_return_queries_with_reuse_and_jobs():
+    lmt, X, rows = _lmt_with_a_flagged_row()
+    explainer = OpenAPIExplainer(lmt, reuse_regions=True, random_state=0).fit(X)
+    e = _quiet_explain(explainer, rows, return_queries=True)
+    reused = e.reused_from >= 0
+    assert reused.any()
+    assert all(q.shape == (2, X.shape[1]) for q in e.queries[reused])
+    two = _quiet_explain(
+        OpenAPIExplainer(lmt, random_state=0, n_jobs=2).fit(X),
+        rows,
+        return_queries=True,
+    )
+    one = _quiet_explain(
+        OpenAPIExplainer(lmt, random_state=0).fit(X), rows, return_queries=True
+    )
+    for a, b in zip(one.queries, two.queries):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_uncertified_policy_of_transform():
+    lmt, X, rows = _lmt_with_a_flagged_row()
+    e = _quiet_explain(OpenAPIExplainer(lmt, random_state=0).fit(X), rows)
+    flagged = e.flagged
+    assert flagged.tolist() == [i == 5 for i in range(len(rows))]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        kept = OpenAPIExplainer(lmt, random_state=0).fit(X).transform(rows)
+        nan = OpenAPIExplainer(lmt, random_state=0, uncertified="nan").fit(X)
+        nan = nan.transform(rows)
+        np.testing.assert_array_equal(kept, e.values)
+        assert np.isnan(nan[5]).all()
+        np.testing.assert_array_equal(nan[~flagged], kept[~flagged])
+        raising = OpenAPIExplainer(lmt, random_state=0, uncertified="raise").fit(X)
+        with pytest.raises(ValueError, match=r"1 of 30 rows .*rows 5\)"):
+            raising.transform(rows)
+        # Nothing to do when every row is certified.
+        np.testing.assert_array_equal(raising.transform(rows[:5]), kept[:5])

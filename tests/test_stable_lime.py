@@ -12,8 +12,8 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.model_selection import train_test_split
 
 from sklearn_plm_explain import LimeTabularExplainer, StableLIMEExplainer
-from sklearn_plm_explain._stability import jaccard_stability
 from sklearn_plm_explain._stable_lime import lars_step_tests
+from sklearn_plm_explain.metrics import jaccard_stability
 
 CONT = {
     "mode": "regression",

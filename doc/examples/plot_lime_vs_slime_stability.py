@@ -22,7 +22,7 @@ from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
 from sklearn_plm_explain import LimeTabularExplainer, StableLIMEExplainer
-from sklearn_plm_explain._stability import jaccard_stability
+from sklearn_plm_explain.metrics import jaccard_stability
 
 X, y = load_wine(return_X_y=True)
 model = make_pipeline(

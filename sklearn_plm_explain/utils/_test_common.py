@@ -18,6 +18,11 @@ from sklearn_plm_explain import (
     OpenAPIExplainer,
     StableLIMEExplainer,
 )
+from sklearn_plm_explain.baselines import (
+    ExtendedLIMEExplainer,
+    FiniteDifferenceExplainer,
+    NaiveSquareExplainer,
+)
 
 __all__ = ["EXPECTED_FAILED_CHECKS", "tested_estimators", "expected_failed_checks"]
 
@@ -81,4 +86,15 @@ def tested_estimators():
         LogisticModelTreeClassifier(
             max_iter=3, n_iter_no_change=2, split_point="midpoint"
         ),
+        FiniteDifferenceExplainer(),
+        FiniteDifferenceExplainer(logistic_proba, h=1e-3, richardson=False),
+        NaiveSquareExplainer(),
+        NaiveSquareExplainer(
+            LogisticRegression(max_iter=1000), scale="unit", random_state=0
+        ),
+        ExtendedLIMEExplainer(),
+        ExtendedLIMEExplainer(
+            logistic_proba, regression="ridge", n_samples=20, random_state=0
+        ),
+        OpenAPIExplainer(LogisticRegression(max_iter=1000), uncertified="nan"),
     ]
