@@ -437,7 +437,7 @@ class OpenAPIExplainer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
             points of its certified cube (the row itself excluded; it is
             always part of the fit), for a flagged row those of the cube that
             gave its best estimate, for a row that reused another row's model
-            the pair of points that confirmed it, and no points for a row
+            the pairs of points that confirmed it, and no points for a row
             saturated at its own response. Off by default because it holds
             ``(d + 1 + n_witnesses) * d`` numbers per row; the region metrics
             of :mod:`sklearn_plm_explain.metrics` need it.

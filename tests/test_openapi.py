@@ -626,7 +626,10 @@ def test_return_queries_with_reuse_and_jobs():
     e = _quiet_explain(explainer, rows, return_queries=True)
     reused = e.reused_from >= 0
     assert reused.any()
-    assert all(q.shape == (2, X.shape[1]) for q in e.queries[reused])
+    from sklearn_plm_explain._regions import N_PAIRS
+
+    # A reused model is confirmed by N_PAIRS antithetic pairs of points.
+    assert all(q.shape == (2 * N_PAIRS, X.shape[1]) for q in e.queries[reused])
     two = _quiet_explain(
         OpenAPIExplainer(lmt, random_state=0, n_jobs=2).fit(X),
         rows,
