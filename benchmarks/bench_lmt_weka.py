@@ -154,7 +154,9 @@ def main(argv=None):
     if shutil.which("java") is None or not Path(args.weka_jar).exists():
         sys.exit(f"needs java and a Weka jar (looked for {args.weka_jar})")
 
-    print(f"command: python {shlex.join(['benchmarks/bench_lmt_weka.py', *sys.argv[1:]])}")
+    print(
+        f"command: python {shlex.join(['benchmarks/bench_lmt_weka.py', *sys.argv[1:]])}"
+    )
     print(
         f"machine: {platform.machine()}, {os.cpu_count()} cores; python "
         f"{platform.python_version()}, scikit-learn {sklearn.__version__}, "

@@ -147,7 +147,9 @@ class Explanation:
         extra = ""
         if "status" in self._rows:
             counts = count_statuses(self._rows["status"])
-            extra = ", status={" + ", ".join(f"{k}: {v}" for k, v in counts.items()) + "}"
+            extra = (
+                ", status={" + ", ".join(f"{k}: {v}" for k, v in counts.items()) + "}"
+            )
         return (
             f"Explanation(method={self.method!r}, n_samples={n}, n_features={d}{extra})"
         )

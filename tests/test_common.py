@@ -58,7 +58,9 @@ def test_param_validation(estimator):
 @pytest.mark.parametrize("estimator", ESTIMATORS, ids=_ids)
 def test_pandas_column_names_consistency(estimator):
     pytest.importorskip("pandas")
-    _quiet(check_dataframe_column_names_consistency, type(estimator).__name__, estimator)
+    _quiet(
+        check_dataframe_column_names_consistency, type(estimator).__name__, estimator
+    )
 
 
 TRANSFORMERS = [e for e in ESTIMATORS if hasattr(e, "transform")]
@@ -92,9 +94,7 @@ def test_fitted_attributes_are_documented(estimator):
         warnings.simplefilter("ignore", ConvergenceWarning)
         est.fit(X, y)
     fitted = {
-        name
-        for name in vars(est)
-        if name.endswith("_") and not name.startswith("_")
+        name for name in vars(est) if name.endswith("_") and not name.startswith("_")
     }
     missing = fitted - _documented_attributes(type(est))
     assert not missing, f"{type(est).__name__} does not document {sorted(missing)}"

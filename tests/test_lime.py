@@ -487,7 +487,9 @@ def test_dataframe_model_gets_frames(cancer):
     pd = pytest.importorskip("pandas")
     Xtr, Xte, ytr, _ = cancer
     cols = [f"f{j}" for j in range(Xtr.shape[1])]
-    model = LogisticRegression(solver="newton-cholesky").fit(pd.DataFrame(Xtr, columns=cols), ytr)
+    model = LogisticRegression(solver="newton-cholesky").fit(
+        pd.DataFrame(Xtr, columns=cols), ytr
+    )
     lime = LimeTabularExplainer(model, num_samples=200, random_state=0).fit(Xtr)
     import warnings
 

@@ -48,7 +48,6 @@ def _checkerboard(n, seed, n_classes, n_cells):
 # The exact local linear model.
 
 
-
 @given(
     seed=st.integers(0, 2**32 - 1),
     layout=st.sampled_from(["xor", "checkerboard", "clusters"]),

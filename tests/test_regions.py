@@ -108,7 +108,6 @@ def test_reuse_changes_nothing_for_a_network():
     assert np.all(_rel_err(shared, mlp, rows)[both] <= 1e-8)
 
 
-
 @given(
     seed=st.integers(0, 2**31 - 1),
     n_classes=st.integers(2, 4),

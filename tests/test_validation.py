@@ -59,9 +59,7 @@ def test_class_indices_broadcast_and_name_unknown_labels():
     classes = np.array(["cat", "dog", "eel"])
     np.testing.assert_array_equal(class_indices(classes, "dog", 3), [1, 1, 1])
     np.testing.assert_array_equal(class_indices(classes, ["eel", "cat"], 2), [2, 0])
-    np.testing.assert_array_equal(
-        class_indices(classes, ["eel"], what="labels"), [2]
-    )
+    np.testing.assert_array_equal(class_indices(classes, ["eel"], what="labels"), [2])
     with pytest.raises(ValueError, match=r"Unknown labels \['ant'\]"):
         class_indices(classes, ["ant", "cat"], what="labels")
     with pytest.raises(ValueError, match="one label or 3 labels"):

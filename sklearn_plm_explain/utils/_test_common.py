@@ -76,13 +76,9 @@ def tested_estimators():
             random_state=0,
         ),
         StableLIMEExplainer(),
-        StableLIMEExplainer(
-            logistic_proba, num_samples=50, n_max=200, random_state=0
-        ),
+        StableLIMEExplainer(logistic_proba, num_samples=50, n_max=200, random_state=0),
         LogisticModelTreeClassifier(),
-        LogisticModelTreeClassifier(
-            prune=False, min_samples_split=5, random_state=0
-        ),
+        LogisticModelTreeClassifier(prune=False, min_samples_split=5, random_state=0),
         LogisticModelTreeClassifier(
             max_iter=3, n_iter_no_change=2, split_point="midpoint"
         ),
