@@ -128,6 +128,8 @@ class PrecisionEvidence:
         if v.size == 0:
             return
         self.informative[i] = True
+        if self.wide[i] and not self.decimal[i].any():
+            return  # float64, no quantum: nothing left to rule out
         bits = significant_bits(v)
         if not self.wide[i]:
             long = bits > 24
@@ -147,8 +149,27 @@ class PrecisionEvidence:
                 self.decimal32[i, k] = bool(np.all(rounded == v32))
 
     def set_origins(self, R0):
+        """Take in the responses at the rows themselves (one per row)."""
         self.R0 = np.asarray(R0, dtype=np.float64)
-        for i in range(self.n):
+        # Most rows of a float64 model are decided by their own K values at
+        # once: all of them together, before the rest row by row.
+        v = self.R0
+        keep = np.isfinite(v) & (v != 0) & (v != 1)
+        bits = significant_bits(v).reshape(v.shape)
+        long = keep & (bits > 24)
+        shortest = np.ones(v.shape, dtype=bool)
+        shortest[long] = _float32_shortest(v[long])
+        decided = long & ~shortest
+        t = v * 1e12
+        exact12 = np.abs(t - np.round(t)) <= 4.0 * EPS * np.abs(t)
+        # Values that are not a multiple of 1e-12 are no multiple of any
+        # coarser quantum either, and one such value needing float64 is enough.
+        fast = (decided & ~exact12).any(axis=1)
+        self.informative[fast] = True
+        self.wide[fast] = True
+        self.decimal[fast] = False
+        self.decimal32[fast] = False
+        for i in np.flatnonzero(~fast):
             self.update(i, self.R0[i : i + 1])
 
     def add_repeats(self, i, R, L_of, floor):
@@ -165,13 +186,14 @@ class PrecisionEvidence:
         """
         self.update(i, R)
         self.repeats[i].extend(np.asarray(R, dtype=np.float64))
+        if self.deterministic[i] and np.all(np.asarray(R) == self.R0[i]):
+            return
         samples = np.vstack([self.R0[i : i + 1], np.asarray(self.repeats[i])])
-        with np.errstate(invalid="ignore"):
+        with np.errstate(invalid="ignore", divide="ignore"):
             L = L_of(samples)
         ok = np.all(np.isfinite(L), axis=1)
         if self.deterministic[i]:
-            same = np.all(np.asarray(R) == self.R0[i])
-            if same or (ok.all() and np.all(np.abs(L - L[0]) <= floor)):
+            if ok.all() and np.all(np.abs(L - L[0]) <= floor):
                 return
             self.deterministic[i] = False
         L = L[ok]

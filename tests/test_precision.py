@@ -158,7 +158,8 @@ def test_stated_precision_overrides_the_evidence():
         (1e-5, 53, 1e-5),
     ]:
         ev = PrecisionEvidence(1, stated)
-        ev.set_origins(P)
+        ev.set_origins(P[:1])
+        ev.update(0, P[1:])
         m = ev.model([0])
         assert (m.bits[0], m.quantum[0]) == (bits, q)
 
