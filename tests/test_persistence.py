@@ -103,7 +103,9 @@ def fitted_instances(iris):
         warnings.simplefilter("ignore", ConvergenceWarning)
         for est in ESTIMATORS:
             # Outputs are compared: fix the seed of those that sample.
-            fixed = clone(est).set_params(random_state=0)
+            fixed = clone(est)
+            if "random_state" in fixed.get_params():
+                fixed.set_params(random_state=0)
             fitted.append(fixed.fit(X, y))
     return fitted
 
