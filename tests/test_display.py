@@ -166,7 +166,6 @@ def test_missing_matplotlib_gives_install_hint(monkeypatch):
 @pytest.fixture(scope="module")
 def cancer_explanation():
     from sklearn.datasets import load_breast_cancer
-
     from sklearn.pipeline import make_pipeline
     from sklearn.preprocessing import StandardScaler
 
