@@ -237,31 +237,25 @@ def rule_run(model, Xtr, Xte, rows, seeds, margin, sampling, previous, disc):
 
 def _step_spreads(Z, y, w, k):
     """Per LARS step: (pair, gap, i.i.d. se, batch-means se) at one sample."""
+    from sklearn.linear_model import lars_path_gram
+
     from sklearn_plm_explain._lime import _LocalStats
 
     stats = _LocalStats(Z, w, y[:, None])
-    tests = _stable_lime._tests_from_stats(stats, Z, w, y, 0, k, 0.05, 0.0)
-    from sklearn.linear_model import lars_path_gram
-
-    b, G = stats.b[:, 0], stats.G
+    b = stats.b[:, 0]
     _, active, coefs = lars_path_gram(
-        b, G.copy(), n_samples=len(Z), method="lar", max_iter=k
+        b, stats.G.copy(), n_samples=len(Z), method="lar", max_iter=k
     )
     sw = np.sqrt(w)
     yw = (y - stats.ybar[0]) * sw
     out = []
-    for t in range(min(k, len(tests.active))):
+    for t, j1 in enumerate(active[:k]):
         prev = np.asarray(active[:t], dtype=np.intp)
-        c = (b - G @ coefs[:, t]) / len(Z)
-        j1 = int(active[t])
-        rival = np.abs(c)
-        rival[prev], rival[j1] = -np.inf, -np.inf
-        j2 = int(np.argmax(rival))
-        r = yw - ((Z[:, prev] - stats.mu[prev]) * sw[:, None]) @ coefs[prev, t]
-        xd = np.sign(c[j1]) * (Z[:, j1] - stats.mu[j1])
-        xd -= np.sign(c[j2]) * (Z[:, j2] - stats.mu[j2])
-        p = r * sw * xd
-        out.append(((j1, j2), p.mean(), _iid_se(p)[0], _stable_lime._batch_se(p)[0]))
+        step = _stable_lime._step_products(stats, Z, sw, yw, coefs[:, t], prev, j1, b)
+        if step is not None:
+            j2, _, p = step
+            se_iid, se_batch = _iid_se(p)[0], _stable_lime._batch_se(p)[0]
+            out.append(((int(j1), j2), p.mean(), se_iid, se_batch))
     return out
 
 

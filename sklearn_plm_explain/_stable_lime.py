@@ -151,24 +151,33 @@ def _batch_se(p):
     return float(means.std(ddof=1)) * math.sqrt(m / p.size), n_batches - 1
 
 
-def _one_step(stats, Z, sw, yw, beta, prev, j1, b, alpha, tie_margin):
-    """Statistic of one step and, if it fails, the sample size it asks for."""
+def _step_products(stats, Z, sw, yw, beta, prev, j1, b):
+    """The runner-up ``j2`` of one step, ``|ĉ1|`` and the per-row products
+    ``p`` whose mean is the gap ``|ĉ1| - |ĉ2|``; ``None`` without a rival."""
     n, d = Z.shape
+    if d - prev.size - 1 <= 0:
+        return None  # no rival left: nothing can change the order
     # Residual correlations of every feature at this point of the path.
     c = (b - stats.G @ beta) / n
     rival = np.abs(c)
     rival[prev] = -np.inf
     rival[j1] = -np.inf
-    if d - prev.size - 1 <= 0:
-        return np.inf, None  # no rival left: nothing can change the order
     j2 = int(np.argmax(rival))
     r = yw - ((Z[:, prev] - stats.mu[prev]) * sw[:, None]) @ beta[prev]
     s1 = 1.0 if c[j1] >= 0 else -1.0
     s2 = 1.0 if c[j2] >= 0 else -1.0
     # One variance for both sign cases: that of the sign-adjusted difference.
     x_diff = s1 * (Z[:, j1] - stats.mu[j1]) - s2 * (Z[:, j2] - stats.mu[j2])
-    p = r * sw * x_diff
-    gap = p.mean() + tie_margin * abs(c[j1])
+    return j2, abs(c[j1]), r * sw * x_diff
+
+
+def _one_step(stats, Z, sw, yw, beta, prev, j1, b, alpha, tie_margin):
+    """Statistic of one step and, if it fails, the sample size it asks for."""
+    step = _step_products(stats, Z, sw, yw, beta, prev, j1, b)
+    if step is None:
+        return np.inf, None
+    _, c1, p = step
+    gap = p.mean() + tie_margin * c1
     se, dof = _batch_se(p)
     se *= math.sqrt(2.0)
     # Student's t quantile (the normal one for infinite degrees of freedom).
@@ -179,7 +188,7 @@ def _one_step(stats, Z, sw, yw, beta, prev, j1, b, alpha, tie_margin):
         z_obs = np.inf if gap > 0 else 0.0
     if z_obs > crit:
         return z_obs, None
-    needed = n * (crit / z_obs) ** 2 if z_obs > 0 else np.inf
+    needed = Z.shape[0] * (crit / z_obs) ** 2 if z_obs > 0 else np.inf
     return z_obs, needed
 
 

@@ -87,6 +87,7 @@ def test_blas_is_limited_inside_workers():
     assert all(c == [1] for c in counts)
 
 
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
 @pytest.mark.dask
 def test_dask_cluster_gives_identical_results(bc):
     distributed = pytest.importorskip("distributed")
@@ -119,6 +120,7 @@ def test_dask_cluster_gives_identical_results(bc):
     _assert_same(local_mlp, out_mlp)
 
 
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
 @pytest.mark.parametrize("kind", ["lime", "slime"])
 def test_lime_explainers_identical_across_jobs_and_backends(bc, kind):
     from sklearn_plm_explain import LimeTabularExplainer, StableLIMEExplainer

@@ -82,6 +82,7 @@ def test_clone_keeps_parameters(iris, kind):
     assert not hasattr(twin, "n_features_in_")
 
 
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
 @pytest.mark.parametrize("kind", ["openapi", "lime", "slime"])
 @pytest.mark.parametrize("trip", [_pickle_round_trip, _joblib_round_trip])
 def test_explanations_round_trip(iris, kind, trip):

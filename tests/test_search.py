@@ -55,6 +55,7 @@ def test_score_is_share_of_exact_rows_less_a_query_charge():
     assert score == e.converged.mean() - charge
 
 
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
 def test_grid_search_over_slime_kernel_and_sample_size():
     from sklearn_plm_explain import StableLIMEExplainer
 
