@@ -194,23 +194,6 @@ class _Baseline(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         check_is_fitted(self)
         return self.explain(X).values
 
-    def get_feature_names_out(self, input_features=None):
-        """Names of the explained features (``x0, x1, ...`` without names).
-
-        Parameters
-        ----------
-        input_features : array-like of str or None, default=None
-            Input feature names, checked against those seen in :meth:`fit`.
-
-        Returns
-        -------
-        feature_names_out : ndarray of str objects
-        """
-        check_is_fitted(self)
-        if input_features is None and not hasattr(self, "feature_names_in_"):
-            return np.array([f"x{j}" for j in range(self.n_features_in_)], dtype=object)
-        return super().get_feature_names_out(input_features)
-
     # -- the per-chunk computation ------------------------------------------------
     def _black_box(self):
         return BlackBox(
