@@ -50,6 +50,7 @@ from sklearn_plm_explain._blackbox import (
     row_generators,
 )
 from sklearn_plm_explain._explanation import Explanation
+from sklearn_plm_explain._validation import class_indices
 
 __all__ = [
     "ExtendedLIMEExplainer",
@@ -149,7 +150,10 @@ class _Baseline(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         """
         check_is_fitted(self)
         X = validate_data(self, X, dtype=np.float64, reset=False)
-        target_idx = _target_indices(self.classes_, target, X.shape[0])
+        if self.classes_ is None or target is None:
+            target_idx = np.full(X.shape[0], -1, dtype=np.intp)
+        else:
+            target_idx = class_indices(self.classes_, target, X.shape[0])
         seed = base_seed(getattr(self, "random_state", None))
         parts = map_row_chunks(
             self._explain_rows,
@@ -713,23 +717,3 @@ def _resolve_scale(scale, X):
             f"shape {scale.shape}."
         )
     return scale
-
-
-def _target_indices(classes, target, n):
-    if classes is None or target is None:
-        return np.full(n, -1, dtype=np.intp)
-    labels = np.asarray(target)
-    if labels.ndim == 0:
-        labels = np.full(n, labels[()], dtype=labels.dtype)
-    if labels.shape != (n,):
-        raise ValueError(
-            f"target must be one label or {n} labels; got shape {labels.shape}."
-        )
-    idx = np.clip(np.searchsorted(classes, labels), 0, len(classes) - 1)
-    unknown = classes[idx] != labels
-    if np.any(unknown):
-        raise ValueError(
-            f"Unknown target label(s) {np.unique(labels[unknown])[:5].tolist()}; "
-            f"the model's classes are {classes.tolist()}."
-        )
-    return idx.astype(np.intp)
