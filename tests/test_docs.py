@@ -39,3 +39,18 @@ def test_docs_build_with_the_gallery(tmp_path):
             # A blank figure is one flat colour.
             assert pixels[..., :3].std() > 0.05, f"{png.name} looks blank"
     assert (out / "api.html").is_file() and (out / "user_guide.html").is_file()
+
+
+ROOT = DOC.parent
+
+
+def test_statuses_are_documented_from_the_code_only():
+    # The user guide's status table is generated from STATUSES at build time
+    # (doc/conf.py); a table written by hand elsewhere would drift from it.
+    guide = (DOC / "user_guide.rst").read_text()
+    assert ".. include:: generated/statuses.inc" in guide
+    readme = (ROOT / "README.md").read_text()
+    from sklearn_plm_explain import STATUSES
+
+    hand_rows = [s for s in STATUSES if f"| `{s}` |" in readme]
+    assert hand_rows == [], "README lists statuses by hand; link the user guide"
