@@ -423,37 +423,31 @@ class Explanation:
             return intercept[np.arange(len(self)), self._rows["target"]]
         return intercept
 
-    def plot(
-        self,
-        row=0,
-        *,
-        kind=None,
-        attribution=None,
-        image_shape=None,
-        top_k=10,
-        ax=None,
-        **kw,
-    ):
+    def plot(self, row=0, **kw):
         """Draw the explanation; see :meth:`ExplanationDisplay.from_explanation`.
 
         Parameters
         ----------
         row : int, default=0
             Row drawn by ``kind="bar"`` and ``kind="image"``.
-        kind : {"bar", "image", "class_average"}, default=None
-            ``None`` means ``"image"`` when ``image_shape`` is given, else
-            ``"bar"``.
-        attribution : {"contribution", "standardized", "slope"}, default=None
-            What is drawn (see :meth:`attributions`); ``None`` means
-            contributions for bar charts and slopes for images.
-        image_shape : tuple of int, default=None
-            ``(height, width)`` of an image row.
-        top_k : int, default=10
-            Number of bars.
-        ax : matplotlib Axes, default=None
-            Axes to draw on; a new figure when ``None``.
         **kw : dict
-            Passed to :meth:`ExplanationDisplay.plot`.
+            The keyword arguments of
+            :meth:`ExplanationDisplay.from_explanation`:
+
+            - ``kind`` : {"bar", "image", "class_average"}, default=None.
+              ``None`` means ``"image"`` when ``image_shape`` is given, else
+              ``"bar"``.
+            - ``attribution`` : {"contribution", "standardized", "slope"},
+              default=None. What is drawn (see :meth:`attributions`);
+              ``None`` means contributions for bar charts and slopes for
+              images.
+            - ``image_shape`` : tuple of int, default=None. ``(height,
+              width)`` of an image row.
+            - ``top_k`` : int, default=10. Number of bars.
+            - ``ax`` : matplotlib Axes, default=None. Axes to draw on; a new
+              figure when ``None``.
+
+            Any other keyword is passed to :meth:`ExplanationDisplay.plot`.
 
         Returns
         -------
@@ -462,16 +456,7 @@ class Explanation:
         """
         from sklearn_plm_explain._display import ExplanationDisplay
 
-        return ExplanationDisplay.from_explanation(
-            self,
-            row=row,
-            kind=kind,
-            attribution=attribution,
-            image_shape=image_shape,
-            top_k=top_k,
-            ax=ax,
-            **kw,
-        )
+        return ExplanationDisplay.from_explanation(self, row=row, **kw)
 
     @classmethod
     def concat(cls, explanations):
