@@ -412,8 +412,9 @@ class RemoteModel(BaseEstimator):
         headers = tuple((str(k), str(v)) for k, v in (self.headers or {}).items())
         return Policy(headers=headers, **params)
 
-    def _codec(self):
-        """The protocol's codec and its metadata, rebuilt when they change."""
+    def _endpoint(self):
+        """The protocol's codec and its metadata (``None`` until fetched),
+        rebuilt when the parameters that make them change."""
         key = (
             self.protocol,
             self.url,
@@ -423,11 +424,11 @@ class RemoteModel(BaseEstimator):
             None if self.columns is None else tuple(map(str, self.columns)),
         )
         with self._state_lock():
-            cached = self.__dict__.get("_endpoint")
+            cached = self.__dict__.get("_endpoint_cache")
             if cached is None or cached["key"] != key:
                 self._validate_params()
                 cached = {"key": key, "codec": make_codec(self), "metadata": None}
-                self.__dict__["_endpoint"] = cached
+                self.__dict__["_endpoint_cache"] = cached
             return cached
 
     def _metadata(self):
@@ -437,7 +438,7 @@ class RemoteModel(BaseEstimator):
         without metadata.
         """
         with self._state_lock():
-            endpoint = self._codec()
+            endpoint = self._endpoint()
             if endpoint["metadata"] is None:
                 codec = endpoint["codec"]
                 if codec.metadata_url is None:
@@ -464,7 +465,7 @@ class RemoteModel(BaseEstimator):
 
     def _infer(self, X):
         X = self._as_rows(X)
-        codec = self._codec()["codec"]
+        codec = self._endpoint()["codec"]
         metadata = self._metadata()
         wire = self._transport()
         wire.count(calls=1)
