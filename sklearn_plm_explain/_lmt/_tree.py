@@ -17,34 +17,44 @@ __all__ = ["GrownTree", "LogisticModelTree", "TreeGrower", "descend"]
 
 
 class GrownTree:
-    """An unpruned logistic model tree under construction (nodes in preorder)."""
+    """An unpruned logistic model tree under construction (nodes in preorder).
+
+    One list per node field; :meth:`to_arrays` turns them into arrays.
+    """
+
+    # Field -> dtype of its array (None: as the values come).
+    _FIELDS = {
+        "left": np.intp,
+        "right": np.intp,
+        "feature": np.intp,
+        "threshold": np.float64,
+        "coef": None,
+        "intercept": None,
+        "incorrect": np.float64,
+        "weight": np.float64,
+        "count": np.intp,
+        "depth": np.intp,
+        "n_boosted": np.intp,
+    }
+    # A new node is a leaf; its split, if any, is set afterwards.
+    _LEAF = {"left": -1, "right": -1, "feature": -2, "threshold": -2.0}
 
     def __init__(self):
-        self.left, self.right, self.feature, self.threshold = [], [], [], []
-        self.coef, self.intercept, self.incorrect, self.depth = [], [], [], []
-        self.weight, self.count, self.n_boosted = [], [], []
+        for name in self._FIELDS:
+            setattr(self, name, [])
 
-    def add_node(self, coef, intercept, incorrect, weight, count, depth, n_boosted):
-        """Append a leaf (its split, if any, is set afterwards)."""
-        self.left.append(-1)
-        self.right.append(-1)
-        self.feature.append(-2)
-        self.threshold.append(-2.0)
-        self.coef.append(coef)
-        self.intercept.append(intercept)
-        self.incorrect.append(incorrect)
-        self.weight.append(weight)
-        self.count.append(count)
-        self.depth.append(depth)
-        self.n_boosted.append(n_boosted)
+    def add_node(self, **values):
+        """Append a leaf with the given ``coef``, ``intercept``, ``incorrect``,
+        ``weight``, ``count``, ``depth`` and ``n_boosted``."""
+        node = {**self._LEAF, **values}
+        if node.keys() != self._FIELDS.keys():
+            raise TypeError(f"A node has the fields {list(self._FIELDS)}.")
+        for name, value in node.items():
+            getattr(self, name).append(value)
 
     def to_arrays(self):
-        for name in ("left", "right", "feature", "depth", "count", "n_boosted"):
-            setattr(self, name, np.asarray(getattr(self, name), dtype=np.intp))
-        for name in ("threshold", "incorrect", "weight"):
-            setattr(self, name, np.asarray(getattr(self, name), dtype=np.float64))
-        self.coef = np.asarray(self.coef)
-        self.intercept = np.asarray(self.intercept)
+        for name, dtype in self._FIELDS.items():
+            setattr(self, name, np.asarray(getattr(self, name), dtype=dtype))
         return self
 
     @property
@@ -194,7 +204,13 @@ class TreeGrower:
                 )
             wrong = (Xn @ coef + intercept).argmax(axis=1) != yk[rows]
             tree.add_node(
-                coef, intercept, swn[wrong].sum(), weight, rows.size, depth, n_boosted
+                coef=coef,
+                intercept=intercept,
+                incorrect=swn[wrong].sum(),
+                weight=weight,
+                count=rows.size,
+                depth=depth,
+                n_boosted=n_boosted,
             )
             if weight <= self.min_samples_split or (
                 self.max_depth is not None and depth >= self.max_depth
