@@ -17,10 +17,12 @@ C = 10 classes, one BLAS thread for the whole run:
    error of the decision features, exceeds its ``error_bound``, or an
    ``exact`` row above ``rtol``); and the growth exponent of our own time
    per row between the smallest and the largest width above 64;
-3. memory: peak RSS (``ru_maxrss``) of a fresh subprocess that fits the
-   d = 256 model and explains 1,000 and 20,000 rows, under an address-space
-   cap (``--memory-cap-gb``) so that a run that does not bound its memory
-   fails with ``MemoryError`` instead of exhausting the machine;
+3. memory: peak RSS (``VmHWM``; ``ru_maxrss`` where there is no ``/proc``)
+   of a fresh subprocess that fits its own d = 256 model and explains 1,000
+   and 20,000 rows, under an address-space cap (``--memory-cap-gb``) so that
+   a run that does not bound its memory fails with ``MemoryError`` instead
+   of exhausting the machine; ``ru_maxrss`` would count the parent's pages
+   copied at the fork;
 4. ``n_jobs=2`` against ``n_jobs=1`` at d = 784: wall-time throughput
    (``bench_parallel.py``'s timer) and whether the results are identical;
 5. side by side at d = 64 and 784 on a few rows: ours, central finite
@@ -85,7 +87,7 @@ from sklearn_plm_explain import (
 SECTIONS = ("data", "widths", "memory", "jobs", "side", "slime")
 QUICK = {
     "rows": [20, 10, 3, 1],
-    "memory_rows": [100, 400],
+    "memory_rows": [100, 300],
     "jobs_rows": 4,
     "side_rows": 2,
     "slime_rows": 2,
@@ -116,10 +118,11 @@ def generated(d, n_test, seed=0):
     X, y = make_classification(
         n_samples=N_TRAIN_GENERATED + n_test,
         n_features=d,
-        n_informative=min(d // 2, 64),
+        n_informative=min(d // 2, 32),
         n_redundant=0,
         n_classes=10,
         n_clusters_per_class=1,
+        class_sep=3.0,
         random_state=seed,
     )
     X_train, X_test, y_train, y_test = train_test_split(
@@ -259,13 +262,29 @@ def section_widths(cases, widths, rows, kwargs, checks):
 
 
 # -- 3. memory -------------------------------------------------------------------
+def peak_rss_mb():
+    """This process's peak RSS in MB.
+
+    On Linux ``ru_maxrss`` keeps, across ``exec``, the RSS of the process
+    that forked it (its copy of the parent's pages), so a child started from
+    a large benchmark would report the parent's size; the high-water mark of
+    its own address space (``VmHWM``) does not.
+    """
+    try:
+        with open("/proc/self/status") as f:
+            hwm = next(line for line in f if line.startswith("VmHWM:"))
+        return int(hwm.split()[1]) / 1024
+    except (OSError, StopIteration):
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
 def memory_child(n_rows, kwargs, fit_iter, cap_gb):
     """Runs in a fresh process: prints its peak RSS as JSON."""
     cap = int(cap_gb * 2**30)
     resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
     blas = limit_blas(1)  # noqa: F841 - keeps the limit for the process
     case = fit_case(256, fit_iter, n_test=n_rows)
-    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    before = peak_rss_mb()
     explainer = OpenAPIExplainer(case["model"], random_state=0, **kwargs)
     explainer.fit(case["X_train"])
     t0 = time.perf_counter()
@@ -275,14 +294,14 @@ def memory_child(n_rows, kwargs, fit_iter, cap_gb):
         print(json.dumps({"error": f"MemoryError under the {cap_gb:g} GB cap"}))
         return
     seconds = time.perf_counter() - t0
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    peak = peak_rss_mb()
     result = sum(getattr(e, f).nbytes for f in e.fields if f != "queries")
     print(
         json.dumps(
             {
                 "rows": len(e),
-                "peak MB": peak / 1024,
-                "peak before explain MB": before / 1024,
+                "peak MB": peak,
+                "peak before explain MB": before,
                 "result MB": result / 2**20,
                 "wall s": seconds,
                 "statuses": {k: int(v) for k, v in e.status_counts().items()},
@@ -302,8 +321,11 @@ def section_memory(memory_rows, args, checks):
         done = subprocess.run(cmd, capture_output=True, text=True, env=env)
         lines = done.stdout.strip().splitlines()
         if done.returncode or not lines:
-            raise RuntimeError(f"memory child failed:\n{done.stderr}")
-        out.append(json.loads(lines[-1]) | {"requested rows": n})
+            last = (done.stderr.strip().splitlines() or [""])[-1]
+            result = {"error": f"exit code {done.returncode}: {last}"}
+        else:
+            result = json.loads(lines[-1])
+        out.append(result | {"requested rows": n})
     peaks = [r.get("peak MB", np.nan) for r in out]
     cols = ["requested rows", "peak MB", "peak before explain MB", "result MB"]
     cols += ["wall s", "statuses", "error"]
