@@ -85,8 +85,9 @@ from sklearn_plm_explain import (
 )
 
 SECTIONS = ("data", "widths", "memory", "jobs", "side", "slime")
+DEFAULT_ROWS = {64: 200, 256: 200, 784: 50, 2048: 5}
 QUICK = {
-    "rows": [20, 10, 3, 1],
+    "rows": {64: 20, 256: 10, 784: 3, 2048: 1},
     "memory_rows": [100, 300],
     "jobs_rows": 4,
     "side_rows": 2,
@@ -527,7 +528,7 @@ def print_header():
 
 def needed_widths(args):
     """The widths whose models the selected sections use, in order."""
-    widths = set(args.widths) if "widths" in args.sections else set()
+    widths = set(args.widths) if {"data", "widths"} & set(args.sections) else set()
     if {"jobs", "slime"} & set(args.sections):
         widths.add(784)
     if "side" in args.sections:
@@ -540,7 +541,9 @@ def parse_args(argv=None):
     parser.add_argument("--sections", nargs="+", choices=SECTIONS, default=SECTIONS)
     parser.add_argument("--quick", action="store_true", help="smoke run, ~2 minutes")
     parser.add_argument("--widths", nargs="+", type=int, default=[64, 256, 784, 2048])
-    parser.add_argument("--rows", nargs="+", type=int, default=[200, 200, 50, 5])
+    parser.add_argument(
+        "--rows", nargs="+", type=int, help="rows per width (default 200 200 50 5)"
+    )
     parser.add_argument("--memory-rows", nargs=2, type=int, default=[1000, 20000])
     parser.add_argument("--memory-cap-gb", type=float, default=8.0)
     parser.add_argument("--jobs-rows", type=int, default=100)
@@ -551,10 +554,12 @@ def parse_args(argv=None):
     parser.add_argument("--slime-kwargs", default="{}", help="JSON")
     parser.add_argument("--memory-child", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
-    if len(args.rows) != len(args.widths):
+    if args.rows is not None and len(args.rows) != len(args.widths):
         parser.error("--rows needs one count per width")
+    defaults = QUICK["rows"] if args.quick else DEFAULT_ROWS
+    if args.quick or args.rows is None:
+        args.rows = [defaults.get(d, defaults[784]) for d in args.widths]
     if args.quick:
-        args.rows = QUICK["rows"][: len(args.widths)]
         for key in ("memory_rows", "jobs_rows", "side_rows", "slime_rows"):
             setattr(args, key, QUICK[key])
     return args
