@@ -1,0 +1,609 @@
+"""OpenAPIExplainer at scale: width, memory, parallel throughput, alternatives.
+
+Measures what the scale work promises (O(d²) own work per row, bounded
+memory, parallel chunks) on ReLU networks ``MLPClassifier((256, 128))`` with
+C = 10 classes, one BLAS thread for the whole run:
+
+1. data and models: digits (8 x 8, d = 64) and digits upsampled to 28 x 28
+   with ``scipy.ndimage.zoom`` (d = 784, an MNIST stand-in made by code, as
+   in ``bench_paper.py``); ``make_classification`` with 10 classes,
+   standardised, for d = 256 and 2048. Fits are kept cheap (``--fit-iter``
+   epochs); the explained rows are test rows;
+2. per width: *our own* CPU time per row (CPU time of ``explain`` minus the
+   CPU time spent inside the model's ``predict_proba``, measured by a wrapper
+   that also counts the points), the model's time, their ratio, queries /
+   (d + 2), statuses and wrong rows against ``local_linear_model``
+   ("wrong" = a certified row whose error, the worst class's relative L1
+   error of the decision features, exceeds its ``error_bound``, or an
+   ``exact`` row above ``rtol``); and the growth exponent of our own time
+   per row between the smallest and the largest width above 64;
+3. memory: peak RSS (``VmHWM``; ``ru_maxrss`` where there is no ``/proc``)
+   of a fresh subprocess that fits its own d = 256 model and explains 1,000
+   and 20,000 rows, under an address-space cap (``--memory-cap-gb``) so that
+   a run that does not bound its memory fails with ``MemoryError`` instead
+   of exhausting the machine; ``ru_maxrss`` would count the parent's pages
+   copied at the fork;
+4. ``n_jobs=2`` against ``n_jobs=1`` at d = 784: wall-time throughput
+   (``bench_parallel.py``'s timer) and whether the results are identical;
+5. side by side at d = 64 and 784 on a few rows: ours, central finite
+   differences of the log-probabilities (2d queries, ``bench_openapi.py``'s
+   ``zoo``), ``shap.KernelExplainer`` (background: 10 k-means centres, its
+   default ``nsamples``) and lime's default ``explain_instance`` (the target
+   class's label, all else default). CPU time per row includes the model's;
+   errors are relative L1 errors of each method's weights, as given, against
+   the true decision features of the predicted class (lime and shap give
+   attributions, not slopes, so theirs measure how far they are from the
+   local model, not a rounding error), and the overlap of their top 10
+   features by magnitude with the truth's;
+6. ``StableLIMEExplainer`` at d = 784 (continuous sampling): own time against
+   the model's.
+
+A table of the targets of the scale work closes the report. ``--explainer-kwargs``
+(JSON) is passed to every ``OpenAPIExplainer`` (e.g. ``'{"batch_size":
+"auto"}'``), ``--slime-kwargs`` to ``StableLIMEExplainer``.
+
+Benchmark-only dependencies: ``lime`` and ``shap`` (section 5).
+
+Usage::
+
+    python benchmarks/bench_scale.py [--quick]
+        [--sections data widths memory jobs side slime]
+        [--widths 64 256 784 2048] [--rows 200 200 50 5]
+        [--memory-rows 1000 20000] [--jobs-rows 100] [--side-rows 10]
+        [--slime-rows 20] [--explainer-kwargs JSON]
+"""
+
+# SPDX-License-Identifier: BSD-3-Clause
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import time
+import warnings
+from importlib.metadata import version
+
+import numpy as np
+from _lime_models import TimedModel, header, limit_blas, table
+from bench_openapi import zoo
+from bench_paper import digits
+from bench_parallel import timed
+from bench_precision import CERTIFIED, errors
+from sklearn.datasets import make_classification
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.model_selection import train_test_split
+from sklearn.neural_network import MLPClassifier
+from sklearn.preprocessing import StandardScaler
+
+from sklearn_plm_explain import (
+    OpenAPIExplainer,
+    StableLIMEExplainer,
+    decision_features,
+    local_linear_model,
+)
+
+SECTIONS = ("data", "widths", "memory", "jobs", "side", "slime")
+DEFAULT_ROWS = {64: 200, 256: 200, 784: 50, 2048: 5}
+QUICK = {
+    "rows": {64: 20, 256: 10, 784: 3, 2048: 1},
+    "memory_rows": [100, 300],
+    "jobs_rows": 4,
+    "side_rows": 2,
+    "slime_rows": 2,
+}
+N_TRAIN_GENERATED = 1000
+TITLES = {
+    "widths": "2. Time, queries and exactness per width",
+    "memory": "3. Peak RSS of a fresh process at d = 256 (its own data and model)",
+    "jobs": "4. n_jobs=2 against n_jobs=1 at d = 784 (wall time)",
+    "side": "5. Side by side (CPU time per row, the model's included)",
+    "slime": "6. StableLIMEExplainer at d = 784, continuous",
+}
+
+
+class CPUTimedModel(TimedModel):
+    """``TimedModel`` on the CPU clock, which other load does not inflate."""
+
+    def __call__(self, X):
+        start, before = time.process_time(), self.seconds
+        out = super().__call__(X)  # counts the points
+        self.seconds = before + time.process_time() - start
+        return out
+
+
+# -- data and models -------------------------------------------------------------
+def generated(d, n_test, seed=0):
+    """10 Gaussian classes in d dimensions, standardised on the training part."""
+    X, y = make_classification(
+        n_samples=N_TRAIN_GENERATED + n_test,
+        n_features=d,
+        n_informative=min(d // 2, 32),
+        n_redundant=0,
+        n_classes=10,
+        n_clusters_per_class=1,
+        class_sep=3.0,
+        random_state=seed,
+    )
+    X_train, X_test, y_train, y_test = train_test_split(
+        X, y, train_size=N_TRAIN_GENERATED, random_state=seed
+    )
+    scaler = StandardScaler().fit(X_train)
+    return scaler.transform(X_train), scaler.transform(X_test), y_train, y_test
+
+
+def fit_case(d, fit_iter, n_test=500):
+    """Data and fitted network of width ``d``, with the fit's cost."""
+    if d in (64, 784):
+        X_train, X_test, y_train, y_test = digits(8 if d == 64 else 28)
+        source = "digits" if d == 64 else "digits zoomed to 28 x 28"
+    else:
+        X_train, X_test, y_train, y_test = generated(d, n_test)
+        source = "make_classification, standardised"
+    t0 = time.process_time()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        model = MLPClassifier((256, 128), max_iter=fit_iter, random_state=0)
+        model.fit(X_train, y_train)
+    info = {
+        "data": source,
+        "d": d,
+        "train rows": len(X_train),
+        "test rows": len(X_test),
+        "train acc": f"{model.score(X_train, y_train):.3f}",
+        "test acc": f"{model.score(X_test, y_test):.3f}",
+        "fit CPU s": f"{time.process_time() - t0:.1f}",
+    }
+    return {"model": model, "X_train": X_train, "X_test": X_test, "info": info}
+
+
+class Cases:
+    """Fits each width's case once, when a section first needs it."""
+
+    def __init__(self, fit_iter):
+        self.fit_iter, self.cases = fit_iter, {}
+
+    def __getitem__(self, d):
+        if d not in self.cases:
+            self.cases[d] = fit_case(d, self.fit_iter)
+        return self.cases[d]
+
+
+def quiet_explain(explainer, X, **kw):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        return explainer.explain(X, **kw)
+
+
+def cpu_explain(case, X, kwargs):
+    """Explain ``X`` through the CPU-timed model: (explanation, total, model)."""
+    fn = CPUTimedModel(case["model"].predict_proba)
+    explainer = OpenAPIExplainer(fn, random_state=0, **kwargs).fit(case["X_train"])
+    fn.reset()  # the fit's query telling the number of classes
+    c0, w0 = time.process_time(), time.perf_counter()
+    e = quiet_explain(explainer, X)
+    total, wall = time.process_time() - c0, time.perf_counter() - w0
+    return e, {"cpu": total, "model": fn.seconds, "wall": wall, "points": fn.points}
+
+
+# -- 2. widths -------------------------------------------------------------------
+def wrong_rows(e, err, rtol):
+    certified = np.isin(e.status, CERTIFIED)
+    with np.errstate(invalid="ignore"):
+        over_bound = certified & ~(err <= e.error_bound)
+        over_rtol = (e.status == "exact") & ~(err <= rtol)
+    return over_bound | over_rtol
+
+
+def width_row(case, n_rows, kwargs):
+    X = case["X_test"][:n_rows]
+    d = X.shape[1]
+    e, t = cpu_explain(case, X, kwargs)
+    err = errors(e, case["model"], X)
+    rtol = OpenAPIExplainer(**kwargs).rtol
+    certified = np.isin(e.status, CERTIFIED)
+    q = e.n_queries / (d + 2)
+    own = (t["cpu"] - t["model"]) / len(X)
+    row = {
+        "d": d,
+        "rows": len(X),
+        "own ms/row": 1e3 * own,
+        "model ms/row": 1e3 * t["model"] / len(X),
+        "own / model": (t["cpu"] - t["model"]) / t["model"],
+        "wall ms/row": 1e3 * t["wall"] / len(X),
+        "queries/(d+2) median": np.median(q),
+        "queries/(d+2) max": q.max(),
+        "model points/(d+2)": t["points"] / len(X) / (d + 2),
+        "exact": int((e.status == "exact").sum()),
+        "approximate": int((e.status == "approximate").sum()),
+        "flagged": int((~certified).sum()),
+        "wrong": int(wrong_rows(e, err, rtol).sum()),
+        "max err (certified)": err[certified].max() if certified.any() else np.nan,
+    }
+    return row, own
+
+
+def section_widths(cases, widths, rows, kwargs, checks):
+    out, own = [], {}
+    for d, n in zip(widths, rows):
+        row, own[d] = width_row(cases[d], n, kwargs)
+        out.append(row)
+        checks.append(
+            (
+                f"d = {d}: queries/(d+2) <= 1.15 on every row, 0 wrong",
+                f"max {row['queries/(d+2) max']:.3f}, {row['wrong']} wrong",
+                row["queries/(d+2) max"] <= 1.15 and row["wrong"] == 0,
+            )
+        )
+        if d == 784:
+            checks.append(
+                (
+                    "d = 784: own time <= the model's time",
+                    f"{row['own / model']:.2f} x the model's",
+                    row["own / model"] <= 1,
+                )
+            )
+    print(table(list(out[0]), [[fmt(v) for v in r.values()] for r in out]))
+    wide = sorted(d for d in own if d > 64)
+    if len(wide) >= 2:
+        lo, hi = wide[0], wide[-1]
+        exponent = np.log(own[hi] / own[lo]) / np.log(hi / lo)
+        print(
+            f"\nGrowth of our own time per row from d = {lo} to {hi}: "
+            f"x{own[hi] / own[lo]:.1f}, exponent {exponent:.2f}"
+        )
+        checks.append(
+            (
+                f"growth exponent of own time, d = {lo} to {hi}, <= 2.2",
+                f"{exponent:.2f}",
+                exponent <= 2.2,
+            )
+        )
+
+
+# -- 3. memory -------------------------------------------------------------------
+def peak_rss_mb():
+    """This process's peak RSS in MB.
+
+    On Linux ``ru_maxrss`` keeps, across ``exec``, the RSS of the process
+    that forked it (its copy of the parent's pages), so a child started from
+    a large benchmark would report the parent's size; the high-water mark of
+    its own address space (``VmHWM``) does not.
+    """
+    try:
+        with open("/proc/self/status") as f:
+            hwm = next(line for line in f if line.startswith("VmHWM:"))
+        return int(hwm.split()[1]) / 1024
+    except (OSError, StopIteration):
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def memory_child(n_rows, kwargs, fit_iter, cap_gb):
+    """Runs in a fresh process: prints its peak RSS as JSON."""
+    cap = int(cap_gb * 2**30)
+    resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
+    blas = limit_blas(1)  # noqa: F841 - keeps the limit for the process
+    case = fit_case(256, fit_iter, n_test=n_rows)
+    before = peak_rss_mb()
+    explainer = OpenAPIExplainer(case["model"], random_state=0, **kwargs)
+    explainer.fit(case["X_train"])
+    t0 = time.perf_counter()
+    try:
+        e = quiet_explain(explainer, case["X_test"])
+    except MemoryError:
+        print(json.dumps({"error": f"MemoryError under the {cap_gb:g} GB cap"}))
+        return
+    seconds = time.perf_counter() - t0
+    peak = peak_rss_mb()
+    result = sum(getattr(e, f).nbytes for f in e.fields if f != "queries")
+    print(
+        json.dumps(
+            {
+                "rows": len(e),
+                "peak MB": peak,
+                "peak before explain MB": before,
+                "result MB": result / 2**20,
+                "wall s": seconds,
+                "statuses": {k: int(v) for k, v in e.status_counts().items()},
+            }
+        )
+    )
+
+
+def section_memory(memory_rows, args, checks):
+    out = []
+    for n in memory_rows:
+        cmd = [sys.executable, os.path.abspath(__file__), "--memory-child", str(n)]
+        cmd += ["--explainer-kwargs", args.explainer_kwargs]
+        cmd += ["--fit-iter", str(args.fit_iter)]
+        cmd += ["--memory-cap-gb", str(args.memory_cap_gb)]
+        env = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1")
+        done = subprocess.run(cmd, capture_output=True, text=True, env=env)
+        lines = done.stdout.strip().splitlines()
+        if done.returncode or not lines:
+            last = (done.stderr.strip().splitlines() or [""])[-1]
+            result = {"error": f"exit code {done.returncode}: {last}"}
+        else:
+            result = json.loads(lines[-1])
+        out.append(result | {"requested rows": n})
+    peaks = [r.get("peak MB", np.nan) for r in out]
+    cols = ["requested rows", "peak MB", "peak before explain MB", "result MB"]
+    cols += ["wall s", "statuses", "error"]
+    print(table(cols, [[fmt(r.get(c, "-")) for c in cols] for r in out]))
+    ratio = peaks[-1] / peaks[0]
+    print(f"\nPeak RSS ratio, {memory_rows[-1]} rows / {memory_rows[0]}: {ratio:.2f}")
+    checks.append(
+        (
+            f"{memory_rows[-1]} rows at d = 256: peak RSS <= 1 GB and <= 1.3 x "
+            f"the peak for {memory_rows[0]}",
+            f"{peaks[-1]:.0f} MB, ratio {ratio:.2f}",
+            peaks[-1] <= 1024 and ratio <= 1.3,
+        )
+    )
+
+
+# -- 4. n_jobs -------------------------------------------------------------------
+def section_jobs(case, n_rows, kwargs, checks):
+    X = case["X_test"][:n_rows]
+    explainer = OpenAPIExplainer(case["model"], random_state=0, **kwargs)
+    explainer.fit(case["X_train"])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        t1, e1 = timed(explainer, X, 1, repeats=1)
+        t2, e2 = timed(explainer, X, 2, repeats=1)
+    identical = bool(np.array_equal(e1.status, e2.status))
+    cols = ["d", "rows", "n_jobs=1 rows/s", "n_jobs=2 rows/s", "speed-up"]
+    cols += ["identical statuses", "max rel L1 diff of values"]
+    cols += ["fields not bitwise identical"]
+    speedup = t1 / t2
+    gap = np.abs(e1.values - e2.values).sum(1) / np.abs(e1.values).sum(1)
+    differ = [
+        f for f in e1.fields if not np.array_equal(getattr(e1, f), getattr(e2, f))
+    ]
+    row = [X.shape[1], len(X), len(X) / t1, len(X) / t2, speedup, identical]
+    row += [gap.max()]
+    print(table(cols, [[fmt(v) for v in row] + [", ".join(differ) or "none"]]))
+    checks.append(
+        (
+            f"d = {X.shape[1]}: n_jobs=2 >= 1.7 x the throughput of n_jobs=1, "
+            "same statuses",
+            f"{speedup:.2f} x, statuses identical: {identical}",
+            speedup >= 1.7 and identical,
+        )
+    )
+
+
+# -- 5. side by side -------------------------------------------------------------
+def shap_weights(case, X, targets):
+    import shap
+
+    explainer = shap.KernelExplainer(
+        case["model"].predict_proba, shap.kmeans(case["X_train"], 10)
+    )
+    values = explainer.shap_values(X, silent=True)  # (n, d, C)
+    return values[np.arange(len(X)), :, targets]
+
+
+def lime_weights_default(case, X, targets):
+    from lime.lime_tabular import LimeTabularExplainer as Lime
+
+    explainer = Lime(case["X_train"], random_state=0)
+    W = np.zeros_like(X)
+    for i, (x, c) in enumerate(zip(X, targets)):
+        e = explainer.explain_instance(x, case["model"].predict_proba, labels=(c,))
+        for j, v in e.as_map()[c]:
+            W[i, j] = v
+    return W
+
+
+def fd_weights(case, X, targets):
+    return np.array([zoo(case["model"], x, c)[0] for x, c in zip(X, targets)])
+
+
+def cpu_seconds(fn, *args):
+    c0, w0 = time.process_time(), time.perf_counter()
+    out = fn(*args)
+    return out, time.process_time() - c0, time.perf_counter() - w0
+
+
+def top_overlap(W, truth, k=10):
+    top = np.argsort(-np.abs(W), axis=1)[:, :k]
+    top_truth = np.argsort(-np.abs(truth), axis=1)[:, :k]
+    return np.mean([len(set(a) & set(b)) / k for a, b in zip(top, top_truth)])
+
+
+def side_rows(case, n_rows, kwargs):
+    X = case["X_test"][:n_rows]
+    targets = case["model"].predict_proba(X).argmax(axis=1)
+    W, _ = local_linear_model(case["model"], X)
+    truth = decision_features(W, targets)
+    e, t = cpu_explain(case, X, kwargs)
+    n = len(X)
+    ours = {
+        "values": e.values,
+        "cpu": t["cpu"],
+        "wall": t["wall"],
+        "note": f"own {1e3 * (t['cpu'] - t['model']) / n:.1f} ms/row; "
+        + ", ".join(f"{k} {v}" for k, v in e.status_counts().items()),
+    }
+    methods = {"OpenAPIExplainer (ours)": ours}
+    for name, fn in [
+        ("central differences (2d queries)", fd_weights),
+        ("shap KernelExplainer", shap_weights),
+        ("lime explain_instance (default)", lime_weights_default),
+    ]:
+        with np.errstate(all="ignore"):
+            values, cpu, wall = cpu_seconds(fn, case, X, targets)
+        methods[name] = {"values": values, "cpu": cpu, "wall": wall, "note": ""}
+    rows = []
+    for name, m in methods.items():
+        rel = np.abs(m["values"] - truth).sum(1) / np.abs(truth).sum(1)
+        rows.append(
+            {
+                "d": X.shape[1],
+                "method": name,
+                "rows": n,
+                "CPU ms/row": 1e3 * m["cpu"] / n,
+                "wall ms/row": 1e3 * m["wall"] / n,
+                "rel L1 median": np.median(rel),
+                "rel L1 max": rel.max(),
+                "top-10 overlap": top_overlap(m["values"], truth),
+                "its time / ours": m["cpu"] / ours["cpu"],
+                "note": m["note"],
+            }
+        )
+    err = errors(e, case["model"], X)
+    wrong = int(wrong_rows(e, err, OpenAPIExplainer(**kwargs).rtol).sum())
+    return rows, wrong
+
+
+def section_side(cases, n_rows, kwargs, checks):
+    out = []
+    for d in (64, 784):
+        rows, wrong = side_rows(cases[d], n_rows, kwargs)
+        out += rows
+        ratio = {r["method"]: r["its time / ours"] for r in rows}
+        fd, shap_, lime = list(ratio.values())[1:]
+        checks.append(
+            (
+                f"d = {d}: ours faster per row than central differences, >= 100 x "
+                "faster than lime and shap, 0 wrong",
+                f"x{fd:.2f} (FD), x{shap_:.0f} (shap), x{lime:.0f} (lime), "
+                f"{wrong} wrong",
+                fd > 1 and shap_ >= 100 and lime >= 100 and wrong == 0,
+            )
+        )
+    print(table(list(out[0]), [[fmt(v) for v in r.values()] for r in out]))
+
+
+# -- 6. S-LIME -------------------------------------------------------------------
+def section_slime(case, n_rows, kwargs, checks):
+    X = case["X_test"][:n_rows]
+    fn = CPUTimedModel(case["model"].predict_proba)
+    params = {"discretize_continuous": False, "random_state": 0} | kwargs
+    explainer = StableLIMEExplainer(fn, **params).fit(case["X_train"])
+    fn.reset()
+    e, cpu, wall = cpu_seconds(quiet_explain, explainer, X)
+    own = cpu - fn.seconds
+    cols = ["d", "rows", "own ms/row", "model ms/row", "own / model"]
+    cols += ["wall ms/row", "model points/row", "converged"]
+    row = [X.shape[1], len(X), 1e3 * own / len(X), 1e3 * fn.seconds / len(X)]
+    row += [own / fn.seconds, 1e3 * wall / len(X), fn.points / len(X)]
+    row += [f"{int((~e.flagged).sum())}/{len(X)}"]
+    print(table(cols, [[fmt(v) for v in row]]))
+    checks.append(
+        (
+            f"S-LIME at d = {X.shape[1]} (continuous): own time <= the model's",
+            f"{own / fn.seconds:.2f} x the model's",
+            own <= fn.seconds,
+        )
+    )
+
+
+# -- report ----------------------------------------------------------------------
+def fmt(v):
+    if isinstance(v, (bool, np.bool_, str, dict)):
+        return str(v)
+    if isinstance(v, (int, np.integer)):
+        return str(v)
+    if v is None or np.isnan(v):
+        return "-"
+    if v == 0:
+        return "0"
+    return f"{v:.3g}" if 1e-2 <= abs(v) < 1e5 else f"{v:.1e}"
+
+
+def print_header():
+    print(header("OpenAPIExplainer at scale"))
+    extra = []
+    for dist in ("shap", "tqdm"):
+        try:
+            extra.append(f"{dist} {version(dist)}")
+        except Exception:  # noqa: BLE001 - report whatever is missing
+            extra.append(f"{dist}: not installed")
+    print(f"- also: {', '.join(extra)}")
+    print(f"- load average at the start: {os.getloadavg()}")
+
+
+def needed_widths(args):
+    """The widths whose models the selected sections use, in order."""
+    widths = set(args.widths) if {"data", "widths"} & set(args.sections) else set()
+    if {"jobs", "slime"} & set(args.sections):
+        widths.add(784)
+    if "side" in args.sections:
+        widths |= {64, 784}
+    return sorted(widths)
+
+
+def parse_args(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sections", nargs="+", choices=SECTIONS, default=SECTIONS)
+    parser.add_argument("--quick", action="store_true", help="smoke run, ~2 minutes")
+    parser.add_argument("--widths", nargs="+", type=int, default=[64, 256, 784, 2048])
+    parser.add_argument(
+        "--rows", nargs="+", type=int, help="rows per width (default 200 200 50 5)"
+    )
+    parser.add_argument("--memory-rows", nargs=2, type=int, default=[1000, 20000])
+    parser.add_argument("--memory-cap-gb", type=float, default=8.0)
+    parser.add_argument("--jobs-rows", type=int, default=100)
+    parser.add_argument("--side-rows", type=int, default=10)
+    parser.add_argument("--slime-rows", type=int, default=20)
+    parser.add_argument("--fit-iter", type=int, default=10, help="training epochs")
+    parser.add_argument("--explainer-kwargs", default="{}", help="JSON")
+    parser.add_argument("--slime-kwargs", default="{}", help="JSON")
+    parser.add_argument("--memory-child", type=int, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.rows is not None and len(args.rows) != len(args.widths):
+        parser.error("--rows needs one count per width")
+    defaults = QUICK["rows"] if args.quick else DEFAULT_ROWS
+    if args.quick or args.rows is None:
+        args.rows = [defaults.get(d, defaults[784]) for d in args.widths]
+    if args.quick:
+        for key in ("memory_rows", "jobs_rows", "side_rows", "slime_rows"):
+            setattr(args, key, QUICK[key])
+    return args
+
+
+def main():
+    args = parse_args()
+    kwargs = json.loads(args.explainer_kwargs)
+    if args.memory_child is not None:
+        memory_child(args.memory_child, kwargs, args.fit_iter, args.memory_cap_gb)
+        return
+    blas = limit_blas(1)  # noqa: F841 - keeps the limit for the run
+    print_header()
+    cases, checks, start = Cases(args.fit_iter), [], time.perf_counter()
+    if "data" in args.sections:
+        print("\n### 1. Data and models\n")
+        infos = [cases[d]["info"] for d in needed_widths(args)]
+        print(table(list(infos[0]), [list(i.values()) for i in infos]))
+    # Warm-up: imports and first calls are not the cost of any width.
+    warm = OpenAPIExplainer(cases[64]["model"]).fit(cases[64]["X_train"])
+    quiet_explain(warm, cases[64]["X_test"][:2])
+    plan = {
+        "widths": lambda: section_widths(cases, args.widths, args.rows, kwargs, checks),
+        "memory": lambda: section_memory(args.memory_rows, args, checks),
+        "jobs": lambda: section_jobs(cases[784], args.jobs_rows, kwargs, checks),
+        "side": lambda: section_side(cases, args.side_rows, kwargs, checks),
+        "slime": lambda: section_slime(
+            cases[784], args.slime_rows, json.loads(args.slime_kwargs), checks
+        ),
+    }
+    for name in SECTIONS[1:]:
+        if name in args.sections:
+            t0 = time.perf_counter()
+            print(f"\n### {TITLES[name]}\n")
+            plan[name]()
+            print(f"\n({time.perf_counter() - t0:.0f} s)")
+    print("\n### Targets\n")
+    rows = [[c, m, "yes" if ok else "NO"] for c, m, ok in checks]
+    print(table(["target", "measured", "met"], rows))
+    print(
+        f"\nTotal {time.perf_counter() - start:.0f} s; load average at the end "
+        f"{os.getloadavg()}"
+    )
+
+
+if __name__ == "__main__":
+    main()
