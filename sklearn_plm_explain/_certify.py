@@ -177,9 +177,7 @@ def fit_local_models(A, Y, x0, step, centre, tau, n_orthogonal=None):
             continue
         beta[i], sigma_hat[i], se_unit[i], dof[i] = fit
     slow = ~(plain | corrected)
-    import sys
 
-    print("PATHS", plain.sum(), corrected.sum(), slow.sum(), file=sys.stderr)
     if slow.any():
         beta[slow], sigma_hat[slow], se_unit[slow] = _fit_weighted(
             A[slow], Y[slow], tau[slow]
@@ -191,13 +189,22 @@ def fit_local_models(A, Y, x0, step, centre, tau, n_orthogonal=None):
 
 def _fit_weighted(A, Y, tau):
     """Weighted least squares by QR: coefficients (in units of ``U``),
-    residual RMS and standard errors; O(m d^2) per row."""
+    residual RMS and standard errors; O(m d^2) per row.
+
+    The responses are fitted relative to the origin's: their absolute level
+    (a log-probability of -30, say) would otherwise enter the solve's
+    rounding and the residuals, at up to its ulps times the design's
+    condition number.
+    """
     n, m, p = A.shape
     w = 1.0 / tau[:, :, None]
     A = A * w
+    level = Y[:, :1, :]
+    Y = Y - level
     Q, R = np.linalg.qr(A)
     beta = np.linalg.solve(R, np.swapaxes(Q, 1, 2) @ (Y * w))
     resid = Y * w - A @ beta
+    beta[:, 0, :] += level[:, 0, :]
     sigma_hat = np.sqrt((resid**2).sum(axis=1) / (m - p))
     # Standard errors of the coefficients are sigma * sqrt(diag((A'A)^-1)),
     # and (A'A)^-1 = R^-1 R^-T.
