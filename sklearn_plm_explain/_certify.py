@@ -166,7 +166,10 @@ def fit_local_models(A, Y, x0, step, centre, tau, n_orthogonal=None):
     ok &= eps <= MAX_DESIGN_ERROR
     plain = ok & (rank == 0)
     corrected = ok & (rank > 0) & (rank <= MAX_CORRECTION * p)
-    if plain.any():
+    if plain.all():
+        # The usual case: no copy of the designs (the largest arrays here).
+        beta, sigma_hat, se_unit = _fit_orthogonal(A, Y, tau, eps)
+    elif plain.any():
         beta[plain], sigma_hat[plain], se_unit[plain] = _fit_orthogonal(
             A[plain], Y[plain], tau[plain], eps[plain]
         )
@@ -248,15 +251,17 @@ def _fit_orthogonal(A, Y, tau, eps):
     resid = Y - A @ beta
     e = eps / (1.0 - eps)
     floor = _NEGLIGIBLE_SOLVE * tau.min(axis=1)
-    solve = np.zeros(n)
     for _ in range(_MAX_REFINE):
         update = (At @ resid) / D
         beta += update
-        resid = Y - A @ beta
         # Solve error of the worst column in the metric of D.
         solve = e * np.sqrt((D * update**2).sum(axis=1)).max(axis=1)
         if np.all(solve <= floor):
+            # The residuals of the coefficients before this last, negligible
+            # refinement serve as well (any coefficients' residuals are at
+            # least the least-squares ones), and save a product.
             break
+        resid = Y - A @ beta
     beta[:, 0, :] += level[:, 0, :]
     sigma_hat = np.sqrt(((resid / tau[:, :, None]) ** 2).sum(axis=1) / (m - p))
     # sum_m tau_m^2 A_mj^2 without touching A again: the drawn column has

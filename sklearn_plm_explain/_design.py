@@ -46,9 +46,10 @@ def orthogonal_design(rng, n, d):
     for size in sizes:
         cols = 1 + rng.choice(size - 1, size=d, replace=False)
         signs = rng.choice(np.array([-1.0, 1.0]), size=d)
-        block = np.take(_cosine_basis(size), cols, axis=1)
-        block *= signs
-        blocks.append(block)
+        # Rows of the transposed basis are its columns: a contiguous gather.
+        block = np.take(_cosine_basis(size), cols, axis=0)
+        block *= signs[:, None]
+        blocks.append(block.T)
     return np.concatenate(blocks) if k > 1 else blocks[0]
 
 
@@ -59,11 +60,14 @@ def _cosine_basis(n):
     The integer ``(2j + 1) k`` is reduced modulo ``4n`` before it is scaled,
     so each phase lies in ``[0, 2 pi)`` and each entry is within a few ulps
     of its exact value whatever ``n`` is (the design's error bound in
-    ``_certify`` counts on it). Column 0 is constant and not used.
+    ``_certify`` counts on it). Returned transposed (row ``k`` is the
+    ``k``-th basis vector); vector 0 is constant and not used.
     """
     j = np.arange(n, dtype=np.int64)[:, None]
     k = np.arange(n, dtype=np.int64)[None, :]
     t = ((2 * j + 1) * k) % (4 * n)
     basis = np.sqrt(2.0) * np.cos((np.pi / (2 * n)) * t.astype(np.float64))
+    # Stored transposed: row k is the k-th basis vector.
+    basis = np.ascontiguousarray(basis.T)
     basis.setflags(write=False)
     return basis

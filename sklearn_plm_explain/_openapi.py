@@ -6,6 +6,8 @@ import warnings
 from numbers import Integral, Real
 
 import numpy as np
+from joblib import effective_n_jobs
+from sklearn import get_config
 from sklearn.base import (
     BaseEstimator,
     OneToOneFeatureMixin,
@@ -30,7 +32,7 @@ from sklearn_plm_explain._certify import (
     grid_rounded,
     noise_inflation,
 )
-from sklearn_plm_explain._checkpoint import explain_in_chunks
+from sklearn_plm_explain._checkpoint import explain_in_chunks, join_explanations
 from sklearn_plm_explain._design import design
 from sklearn_plm_explain._explanation import Explanation, count_statuses
 from sklearn_plm_explain._precision import (
@@ -40,6 +42,7 @@ from sklearn_plm_explain._precision import (
     statistical_abs,
     worst_case_abs,
 )
+from sklearn_plm_explain._progress import progress_bar
 from sklearn_plm_explain._radius import Attempt, RadiusSearch
 from sklearn_plm_explain._regions import N_PAIRS, RegionLibrary
 from sklearn_plm_explain._validation import (
@@ -65,6 +68,10 @@ _MIN_RELATIVE_SCALE = 0.1
 # With region reuse, the first wave of rows searched is this fraction of the
 # batch; waves then double, so the number of rounds grows by a constant.
 _FIRST_WAVE = 32
+# batch_size="auto" keeps a group's largest arrays (its cubes' designs) below
+# this size: the allocator then reuses their memory from group to group,
+# where larger ones are mapped afresh and paid for again page by page.
+_ARRAY_BYTES = 16 * 2**20
 
 STATUSES = {
     "exact": "certified: the local linear model is exact to rtol for every class "
@@ -173,13 +180,26 @@ class OpenAPIExplainer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         rtol``) on which rows share a batch or a parallel chunk, and on models
         with small regions (networks) it only costs queries; turn it on for
         models with few, large regions such as trees.
-    batch_size : int, default=None
-        Largest number of points sent to the model in one call. ``None``
-        sends each attempt's points for all rows of a chunk in one call.
+    batch_size : int, "auto" or None, default="auto"
+        How rows are grouped. ``"auto"`` explains them a group at a time, so
+        that memory does not grow with the number of rows: each group's
+        queries, designs and cubes stay within scikit-learn's
+        ``working_memory`` (:func:`sklearn.set_config`, 1024 MiB by default;
+        and within about 16 MiB per array, which keeps large arrays in
+        reused memory) and a finished group keeps only its results. At d =
+        784 that is a few rows per group, at d = 64 several hundred; a
+        group's attempts for all its rows go to the model in one call. An
+        int sends at most that many points in one call, with every row of a
+        job searched at once; ``None`` sends each attempt's points for all
+        rows of a job in one call (the memory then grows with the rows).
     n_jobs : int, default=None
         Number of jobs explaining chunks of rows in parallel. ``None`` means 1
         unless in a :obj:`joblib.parallel_config` context. ``-1`` means all
         processors.
+    verbose : int, default=0
+        Show a progress bar of the rows explained (rate and time left) on
+        stderr when positive. Silent by default; the command line turns it
+        on.
     random_state : int, RandomState instance or None, default=None
         Seeds the sampling. Each row draws from its own generator derived from
         this seed and the row's values, so results do not depend on ``n_jobs``
@@ -273,8 +293,13 @@ class OpenAPIExplainer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         "max_iter": [Interval(Integral, 1, None, closed="left")],
         "scale": [StrOptions({"std"}), "array-like"],
         "reuse_regions": ["boolean"],
-        "batch_size": [Interval(Integral, 1, None, closed="left"), None],
+        "batch_size": [
+            Interval(Integral, 1, None, closed="left"),
+            StrOptions({"auto"}),
+            None,
+        ],
         "n_jobs": [Integral, None],
+        "verbose": ["verbose"],
         "random_state": ["random_state"],
         "response_precision": [
             StrOptions({"auto", "float64", "float32"}),
@@ -296,8 +321,9 @@ class OpenAPIExplainer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         max_iter=20,
         scale="std",
         reuse_regions=False,
-        batch_size=None,
+        batch_size="auto",
         n_jobs=None,
+        verbose=0,
         random_state=None,
         response_precision="auto",
         uncertified="keep",
@@ -314,6 +340,7 @@ class OpenAPIExplainer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         self.reuse_regions = reuse_regions
         self.batch_size = batch_size
         self.n_jobs = n_jobs
+        self.verbose = verbose
         self.random_state = random_state
         self.response_precision = response_precision
         self.uncertified = uncertified
@@ -492,24 +519,55 @@ class OpenAPIExplainer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
     def _explain_range(
         self, X, frame, target_idx, seed, start, stop, return_queries=False
     ):
-        """The Explanation of rows ``start:stop`` of the validated batch."""
-        try:
-            parts = map_row_chunks(
-                self._explain_rows,
-                stop - start,
-                self.n_jobs,
-                X,
-                target_idx,
-                seed,
-                frame,
-                bool(return_queries),
-                start=start,
-            )
-        except ModelResponseError as err:
-            if err.partial is not None and not isinstance(err.partial, Explanation):
-                err.partial = self._assemble([err.partial], X[start:stop], start)
-            raise
+        """The Explanation of rows ``start:stop`` of the validated batch.
+
+        The rows go a group per job at a time (see ``batch_size``), each group
+        counted on the progress bar as it returns.
+        """
+        parts = []
+        group = self._rows_per_group(X.shape[1]) * max(1, effective_n_jobs(self.n_jobs))
+        with progress_bar(stop - start, self.verbose, desc="OpenAPIExplainer") as bar:
+            for a in range(start, stop, group):
+                b = min(a + group, stop)
+                try:
+                    parts += map_row_chunks(
+                        self._explain_rows,
+                        b - a,
+                        self.n_jobs,
+                        X,
+                        target_idx,
+                        seed,
+                        frame,
+                        bool(return_queries),
+                        start=a,
+                    )
+                except ModelResponseError as err:
+                    raise self._with_partial(err, parts, X, start, a, b, stop)
+                bar.update(b - a)
         return self._assemble(parts, X[start:stop], start)
+
+    def _with_partial(self, err, parts, X, start, a, b, stop):
+        """``err`` with the rows finished before the group that failed."""
+        failed = err.partial
+        if failed is None or isinstance(failed, Explanation):
+            failed = {"offset": a}
+        pieces = [self._assemble(parts, X[start:a], start)] if parts else []
+        pieces.append(self._assemble([failed], X[a:b], a))
+        pieces.append(self._assemble([{"offset": stop}], X[b:stop], b))
+        err.partial = join_explanations(pieces)
+        return err
+
+    def _rows_per_group(self, d):
+        """Rows a job explains at once: all of them unless ``batch_size="auto"``."""
+        if self.batch_size != "auto":
+            return np.iinfo(np.intp).max
+        # One cube's design, in float64; the search holds about four arrays of
+        # that size per row (the round's points, the design, the cube kept,
+        # the fit's workspace) and its results.
+        cube = 8 * (d + self.n_witnesses + 2) * (d + 1)
+        per_row = 4 * cube + 8 * d * (self._n_outputs + 2)
+        budget = get_config()["working_memory"] * 2**20
+        return int(max(1, min(budget // per_row, _ARRAY_BYTES // cube)))
 
     def transform(self, X):
         """Decision features of the predicted class, shape (n_samples, n_features).
@@ -603,7 +661,7 @@ class OpenAPIExplainer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
             self._kind,
             self._n_outputs,
             feature_names=names,
-            batch_size=self.batch_size,
+            batch_size=None if self.batch_size == "auto" else self.batch_size,
             template=template,
         )
         if not isinstance(self.response_precision, str):
