@@ -7,7 +7,7 @@ over rows that share one design size, and free of model queries.
 # SPDX-License-Identifier: BSD-3-Clause
 
 import numpy as np
-from scipy import stats
+from scipy import linalg, stats
 
 EPS = np.finfo(np.float64).eps
 
@@ -19,6 +19,26 @@ FLOOR_ULPS = 4.0
 # the per-coefficient standard errors, which covers the L1 norm of the error of
 # all coefficients jointly with a wide margin.
 BOUND_Z = 1.0
+
+# The orthogonal design's product-based fits are used while the design as
+# represented is within this relative error of its closed form (the bounds
+# correct for it). Points whose noise scale exceeds the cube's smallest this
+# many times are left out of them, so that the unweighted fit's bounds (valid
+# for any weights) stay within this factor of a weighted fit's; and a
+# low-rank correction (points added to the cube, points left out) is used up
+# to this fraction of the coefficients, beyond which a factorisation costs
+# about as much.
+MAX_DESIGN_ERROR = 1e-3
+HEAVY_NOISE = 1.25
+MAX_CORRECTION = 0.25
+_MAX_CORRECTED_RATE = 0.5
+# Ulps by which an entry of the closed-form design may differ from its exact
+# value (a cosine of an exactly reduced argument, times sqrt(2)).
+DESIGN_ULPS = 16.0
+# The fast fit refines its solve at most this often, and stops once the
+# solve's error bound is this fraction of the smallest noise scale.
+_MAX_REFINE = 6
+_NEGLIGIBLE_SOLVE = 1e-3
 
 # Below this, a probability's absolute rounding error matters in log space.
 _SMALL_P = 2.0**-10
@@ -32,7 +52,8 @@ def noise_inflation(n_witnesses, level=1e-3):
     ``level`` quantile, at confidence ``1 - level``.
     """
     q = stats.chi2.ppf(level, n_witnesses)
-    return float(np.sqrt(n_witnesses / q))
+    factor = np.sqrt(n_witnesses / q)
+    return float(factor) if np.ndim(factor) == 0 else factor
 
 
 def noise_scale(L, P=None):
@@ -76,14 +97,24 @@ def grid_rounded(P):
     return (P > 0) & (P < _SMALL_P) & (np.mod(P * 2.0**53, 1.0) == 0.0)
 
 
-def fit_local_models(U, Y, x0, step, centre, tau):
-    """Weighted least-squares fit of ``Y ~ 1 + U`` per row.
+def fit_local_models(A, Y, x0, step, centre, tau, n_orthogonal=None):
+    """Least-squares fit of ``Y ~ A beta`` per row, with standard errors.
+
+    Rows whose design starts with the closed-form orthogonal one (see
+    :func:`sklearn_plm_explain._design.orthogonal_design`) are fitted by
+    matrix products alone (:func:`_fit_orthogonal`); rows that also hold
+    points added later, or a few points much noisier than the rest (small
+    probabilities known only as ``1 - p``), by the same products and a
+    low-rank correction (:func:`_fit_corrected`); the others by a weighted QR
+    factorisation (:func:`_fit_weighted`). The first two bound every error at
+    least as high as the third would, and are exact to within that bound.
 
     Parameters
     ----------
-    U : ndarray of shape (n, m, d)
-        Query points in scaled coordinates, ``(x - x0) / step``; one row of
-        each block is the origin (the explained point itself).
+    A : ndarray of shape (n, m, d + 1)
+        Designs ``[1, U]``, with ``U = (x - x0) / step`` the query points in
+        scaled coordinates; row 0 of each block is the origin (the explained
+        point itself).
     Y : ndarray of shape (n, m, K)
         Responses in log space.
     x0 : ndarray of shape (n, d)
@@ -93,8 +124,12 @@ def fit_local_models(U, Y, x0, step, centre, tau):
     centre : bool
         Centre the responses across columns first (centred log-ratios).
     tau : ndarray of shape (n, m)
-        Noise scale of each point (see :func:`noise_scale`); points are
-        weighted by ``1 / tau`` and residuals are measured in these units.
+        Noise scale of each point (see :func:`noise_scale`); residuals are
+        measured in these units.
+    n_orthogonal : ndarray of shape (n,) of int, default=None
+        Per row, how many leading rows of ``A`` (the origin included) form an
+        orthogonal design drawn by ``orthogonal_design``; 0 (or ``None`` for
+        all rows) for none.
 
     Returns
     -------
@@ -107,24 +142,219 @@ def fit_local_models(U, Y, x0, step, centre, tau):
         units of ``tau`` (about 1 or less when the noise model holds).
     se_x : ndarray of shape (n, d)
         Standard error of each slope coefficient in input space, per unit of
-        normalised noise.
+        normalised noise (for the product-based fits an upper bound, which
+        includes the error left by the solve).
+    dof : ndarray of shape (n,) of int
+        Spare degrees of freedom of the residuals (points fitted minus
+        coefficients).
     """
-    n, m, d = U.shape
+    n, m, p = A.shape
     if centre:
         Y = Y - Y.mean(axis=2, keepdims=True)
+    n_orth = np.zeros(n, dtype=np.intp) if n_orthogonal is None else n_orthogonal
+    beta = np.empty((n, p, Y.shape[2]))
+    sigma_hat = np.empty((n, Y.shape[2]))
+    se_unit = np.empty((n, p - 1))
+    dof = np.full(n, m - p, dtype=np.intp)
+    eps = np.full(n, np.inf)
+    ok = n_orth >= p + 1
+    eps[ok] = _design_error(x0[ok], step[ok], n_orth[ok])
+    # Points much noisier than the least noisy one are left out of the
+    # product-based fits (a weighted fit all but ignores them too).
+    heavy = tau > HEAVY_NOISE * tau.min(axis=1)[:, None]
+    rank = heavy.sum(axis=1) + (m - n_orth)
+    ok &= eps <= MAX_DESIGN_ERROR
+    plain = ok & (rank == 0)
+    corrected = ok & (rank > 0) & (rank <= MAX_CORRECTION * p)
+    if plain.all():
+        # The usual case: no copy of the designs (the largest arrays here).
+        beta, sigma_hat, se_unit = _fit_orthogonal(A, Y, tau, eps)
+    elif plain.any():
+        beta[plain], sigma_hat[plain], se_unit[plain] = _fit_orthogonal(
+            A[plain], Y[plain], tau[plain], eps[plain]
+        )
+    for i in np.flatnonzero(corrected):
+        fit = _fit_corrected(A[i], Y[i], tau[i], eps[i], n_orth[i], ~heavy[i])
+        if fit is None:
+            corrected[i] = False
+            continue
+        beta[i], sigma_hat[i], se_unit[i], dof[i] = fit
+    slow = ~(plain | corrected)
+
+    if slow.any():
+        beta[slow], sigma_hat[slow], se_unit[slow] = _fit_weighted(
+            A[slow], Y[slow], tau[slow]
+        )
+    slope = beta[:, 1:, :] / step[:, :, None]
+    intercept = beta[:, 0, :] - np.einsum("nd,ndk->nk", x0, slope)
+    return slope, intercept, sigma_hat, se_unit / step, dof
+
+
+def _fit_weighted(A, Y, tau):
+    """Weighted least squares by QR: coefficients (in units of ``U``),
+    residual RMS and standard errors; O(m d^2) per row.
+
+    The responses are fitted relative to the origin's: their absolute level
+    (a log-probability of -30, say) would otherwise enter the solve's
+    rounding and the residuals, at up to its ulps times the design's
+    condition number.
+    """
+    n, m, p = A.shape
     w = 1.0 / tau[:, :, None]
-    A = np.concatenate([np.ones((n, m, 1)), U], axis=2) * w
+    A = A * w
+    level = Y[:, :1, :]
+    Y = Y - level
     Q, R = np.linalg.qr(A)
     beta = np.linalg.solve(R, np.swapaxes(Q, 1, 2) @ (Y * w))
     resid = Y * w - A @ beta
-    sigma_hat = np.sqrt((resid**2).sum(axis=1) / (m - (d + 1)))
+    beta[:, 0, :] += level[:, 0, :]
+    sigma_hat = np.sqrt((resid**2).sum(axis=1) / (m - p))
     # Standard errors of the coefficients are sigma * sqrt(diag((A'A)^-1)),
     # and (A'A)^-1 = R^-1 R^-T.
     Rinv = np.linalg.inv(R)
-    se_unit = np.sqrt((Rinv**2).sum(axis=2))[:, 1:]  # (n, d), slopes only
-    slope = beta[:, 1:, :] / step[:, :, None]
-    intercept = beta[:, 0, :] - np.einsum("nd,ndk->nk", x0, slope)
-    return slope, intercept, sigma_hat, se_unit / step
+    se_unit = np.sqrt((Rinv**2).sum(axis=2))[:, 1:]
+    return beta, sigma_hat, se_unit
+
+
+def _fit_orthogonal(A, Y, tau, eps):
+    """Least squares on a design with a known Gram matrix; O(m d K) per row.
+
+    The design ``A = [1, U]`` (origin first) was drawn with ``A'A = D =
+    diag(m, m - 1, ..., m - 1)`` and entries of ``U`` at most ``sqrt(2)``; as
+    represented in floating point it is off by a relative ``eps``
+    (``||D^-1/2 A'A D^-1/2 - I|| <= eps``, see :func:`_design_error`). A few
+    products give everything, all bounds rigorous whatever the weights:
+
+    - coefficients: ``b = D^-1 A'Y``, refined by ``b += D^-1 A'(Y - A b)``
+      until the solve's own error, at most ``eps / (1 - eps)`` times the last
+      refinement's size in the metric of ``D``, is negligible next to the
+      noise; that bound is added to the standard errors (which are multiplied
+      by a noise level of at least 1);
+    - residuals: the unweighted least-squares residuals measured in units of
+      ``tau``. Weighted least squares minimises exactly that sum, so it is
+      never below the weighted fit's: the noise estimate and the residual
+      test are at least as strict;
+    - standard errors: an upper bound on those of the unweighted estimate
+      under noise ``tau``, ``sqrt(sum_m tau_m^2 A_mj^2) / D_j``, corrected for
+      ``eps``; by Gauss-Markov never below the weighted fit's.
+
+    The responses are fitted relative to the origin's, so that the intercept
+    does not carry their absolute level into the solve's error.
+    """
+    n, m, p = A.shape
+    At = np.swapaxes(A, 1, 2)
+    D = np.full((p, 1), m - 1.0)
+    D[0] = m
+    level = Y[:, :1, :]
+    Y = Y - level
+    beta = (At @ Y) / D
+    resid = Y - A @ beta
+    e = eps / (1.0 - eps)
+    floor = _NEGLIGIBLE_SOLVE * tau.min(axis=1)
+    for _ in range(_MAX_REFINE):
+        update = (At @ resid) / D
+        beta += update
+        # Solve error of the worst column in the metric of D.
+        solve = e * np.sqrt((D * update**2).sum(axis=1)).max(axis=1)
+        if np.all(solve <= floor):
+            # The residuals of the coefficients before this last, negligible
+            # refinement serve as well (any coefficients' residuals are at
+            # least the least-squares ones), and save a product.
+            break
+        resid = Y - A @ beta
+    beta[:, 0, :] += level[:, 0, :]
+    sigma_hat = np.sqrt(((resid / tau[:, :, None]) ** 2).sum(axis=1) / (m - p))
+    # sum_m tau_m^2 A_mj^2 without touching A again: the drawn column has
+    # squared norm m - 1 and entries of at most 2 squared, and the represented
+    # one differs from it by a relative eps at most (within the norm bound),
+    # so the sum is at most (1 + eps)^2 (t0^2 (m - 1) + 2 sum_m (tau_m^2 -
+    # t0^2)) with t0 the smallest tau.
+    tau2 = tau**2
+    t0 = tau2.min(axis=1)
+    var = (1.0 + eps) ** 2 * (t0 * (m - 1.0) + 2.0 * (tau2 - t0[:, None]).sum(axis=1))
+    se = np.sqrt(var) / (m - 1.0)
+    # The correction for the design's own error:
+    # ||S^1/2 (M^-1 - I)|| <= tau_max sqrt(1 + eps) eps / (1 - eps).
+    se += np.sqrt(tau2.max(axis=1) * (1.0 + eps)) * e / np.sqrt(m - 1.0)
+    # A coefficient's solve error is at most the scaled error over sqrt(D_j).
+    se += solve / np.sqrt(m - 1.0)
+    return beta, sigma_hat, np.repeat(se[:, None], p - 1, axis=1)
+
+
+def _fit_corrected(A, Y, tau, eps, n_orth, kept):
+    """One row's least squares on an orthogonal design changed in low rank.
+
+    The fitted points are the ``kept`` ones: the design's Gram matrix is
+    then ``D - H'H + E'E``, with ``H`` the orthogonal block's rows left out
+    and ``E`` the kept rows added after it, and Woodbury's identity solves
+    with it in ``O(r^2 d)`` for ``r`` such rows. As in :func:`_fit_orthogonal`
+    the solve is refined until its error is negligible and then bounded, the
+    residuals are unweighted (never below a weighted fit's on the same
+    points), and the standard errors are bounded by ``tau_max``
+    ``sqrt(diag(G^-1))`` over the kept points, with ``G^-1`` at most
+    ``1 / (1 - q)`` times the corrected inverse, ``q = eps / lambda`` and
+    ``lambda >= 1 - ||H D^-1/2||^2`` the smallest eigenvalue of the scaled
+    corrected Gram matrix. Returns None when that correction is not small.
+    """
+    m, p = A.shape
+    D = np.full(p, n_orth - 1.0)
+    D[0] = n_orth
+    first = np.arange(m) < n_orth
+    H = A[first & ~kept] / np.sqrt(D)
+    lam = 1.0 - (np.linalg.norm(H, 2) ** 2 if H.size else 0.0)
+    q = eps / lam if lam > 0 else np.inf
+    Ak, Yk = A[kept], Y[kept] - Y[:1]
+    if not q < _MAX_CORRECTED_RATE or len(Ak) <= p:
+        return None
+    C = np.vstack([A[first & ~kept], A[~first & kept]])
+    sign = np.r_[-np.ones(len(H)), np.ones(len(C) - len(H))]
+    CD = C / D
+    W = np.diag(sign) + CD @ C.T
+    # W is symmetric but indefinite when points are left out: an LU solve.
+    lu = linalg.lu_factor(W)
+
+    def solve(b):
+        x = b / D[:, None]
+        return x - CD.T @ linalg.lu_solve(lu, CD @ b)
+
+    beta = solve(Ak.T @ Yk)
+    resid = Yk - Ak @ beta
+    e, err = q / (1.0 - q), 0.0
+    floor = _NEGLIGIBLE_SOLVE * tau[kept].min()
+    for _ in range(_MAX_REFINE):
+        update = solve(Ak.T @ resid)
+        beta += update
+        resid = Yk - Ak @ beta
+        err = e * np.sqrt((D[:, None] * update**2).sum(axis=0)).max()
+        if err <= floor:
+            break
+    beta[0] += Y[0]
+    dof = len(Ak) - p
+    sigma_hat = np.sqrt(((resid / tau[kept][:, None]) ** 2).sum(axis=0) / dof)
+    # diag(G^-1) of the corrected inverse, by Woodbury again.
+    diag = 1.0 / D - np.einsum("ij,ij->j", CD, linalg.lu_solve(lu, CD))
+    diag = np.maximum(diag, 0.0) / (1.0 - q)
+    se = tau[kept].max() * np.sqrt(diag[1:]) + err / np.sqrt(D[1:])
+    return beta, sigma_hat, se, dof
+
+
+def _design_error(x0, step, n_orth):
+    """Bound ``eps`` (n,) on the relative error of the orthogonal design.
+
+    The points were drawn as ``x0 + step * u`` and read back as ``U = (x -
+    x0) / step``; each entry of ``U`` then errs from the drawn ``u`` (at most
+    ``sqrt(2)`` in size) by at most ``2^-52 (3 sqrt(2) + |x0| / step)`` (one
+    rounding per operation, with room to spare), and ``u`` from its exact
+    value by ``DESIGN_ULPS`` ulps. With ``Delta`` the difference over the
+    ``n_orth - 1`` drawn points and ``||A|| = sqrt(n_orth)``, ``||D^-1/2 A'A
+    D^-1/2 - I|| <= (2 sqrt(n_orth) ||Delta||_F + ||Delta||_F^2) / (n_orth -
+    1)`` over the orthogonal block.
+    """
+    m = np.asarray(n_orth, dtype=np.float64)
+    root2 = np.sqrt(2.0) * (1.0 + 1e-9)
+    entry = EPS * (3.0 * root2 + np.abs(x0 / step)) + DESIGN_ULPS * EPS * root2
+    delta = np.sqrt((m - 1.0) * (entry**2).sum(axis=1))
+    return (2.0 * np.sqrt(m) * delta + delta**2) / (m - 1.0)
 
 
 def relative_bound(slope, sigma, se_x):

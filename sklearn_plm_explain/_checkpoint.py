@@ -21,7 +21,7 @@ _FORMAT = "sklearn-plm-explain checkpoint"
 _VERSION = 1
 _MANIFEST = "manifest.json"
 # Parameters that change how, not what, rows are explained.
-_EXECUTION_PARAMS = ("n_jobs",)
+_EXECUTION_PARAMS = ("n_jobs", "verbose")
 
 # While set, models reduce themselves to their identity when pickled for a
 # hash (a RemoteModel leaves out its headers).
@@ -127,14 +127,19 @@ def explain_in_chunks(explainer, checkpoint, run, n, *, rows, target, not_run):
 
 def _join(parts, not_run):
     """One Explanation of the parts' rows, with the explainer's batch fields."""
-    template = not_run(0, 0)
     parts = [p for p in parts if len(p)]
     if not parts:
-        return template
+        return not_run(0, 0)
+    return join_explanations(parts)
+
+
+def join_explanations(parts):
+    """One Explanation of the rows of ``parts`` (of one explainer), in order."""
+    kept = [p for p in parts if len(p)] or parts[:1]
     rows = {
-        name: np.concatenate([p._rows[name] for p in parts]) for name in parts[0].fields
+        name: np.concatenate([p._rows[name] for p in kept]) for name in kept[0].fields
     }
-    return template._with_rows(rows)
+    return kept[0]._with_rows(rows)
 
 
 # -----------------------------------------------------------------------------

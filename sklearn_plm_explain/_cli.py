@@ -284,7 +284,13 @@ def _resolve_target(model, target):
 
 
 def _make_explainer(model, args, names):
-    common = {"n_jobs": args.n_jobs, "random_state": args.random_state}
+    # At a terminal a live bar shows each chunk's rows, rate and time left;
+    # in a pipe or a log the per-chunk lines of _explain_in_chunks suffice.
+    common = {
+        "n_jobs": args.n_jobs,
+        "random_state": args.random_state,
+        "verbose": int(sys.stderr.isatty()),
+    }
     if args.method == "openapi":
         return OpenAPIExplainer(model, **common)
     lime_kw = dict(common, num_features=args.num_features, feature_names=names)

@@ -6,6 +6,8 @@ import warnings
 from numbers import Integral, Real
 
 import numpy as np
+from joblib import effective_n_jobs
+from sklearn import get_config
 from sklearn.base import (
     BaseEstimator,
     OneToOneFeatureMixin,
@@ -30,7 +32,8 @@ from sklearn_plm_explain._certify import (
     grid_rounded,
     noise_inflation,
 )
-from sklearn_plm_explain._checkpoint import explain_in_chunks
+from sklearn_plm_explain._checkpoint import explain_in_chunks, join_explanations
+from sklearn_plm_explain._design import design
 from sklearn_plm_explain._explanation import Explanation, count_statuses
 from sklearn_plm_explain._precision import (
     NOISE_CAP,
@@ -39,6 +42,7 @@ from sklearn_plm_explain._precision import (
     statistical_abs,
     worst_case_abs,
 )
+from sklearn_plm_explain._progress import progress_bar
 from sklearn_plm_explain._radius import Attempt, RadiusSearch
 from sklearn_plm_explain._regions import N_PAIRS, RegionLibrary
 from sklearn_plm_explain._validation import (
@@ -64,6 +68,10 @@ _MIN_RELATIVE_SCALE = 0.1
 # With region reuse, the first wave of rows searched is this fraction of the
 # batch; waves then double, so the number of rounds grows by a constant.
 _FIRST_WAVE = 32
+# batch_size="auto" keeps a group's largest arrays (its cubes' designs) below
+# this size: the allocator then reuses their memory from group to group,
+# where larger ones are mapped afresh and paid for again page by page.
+_ARRAY_BYTES = 16 * 2**20
 
 STATUSES = {
     "exact": "certified: the local linear model is exact to rtol for every class "
@@ -172,13 +180,26 @@ class OpenAPIExplainer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         rtol``) on which rows share a batch or a parallel chunk, and on models
         with small regions (networks) it only costs queries; turn it on for
         models with few, large regions such as trees.
-    batch_size : int, default=None
-        Largest number of points sent to the model in one call. ``None``
-        sends each attempt's points for all rows of a chunk in one call.
+    batch_size : int, "auto" or None, default="auto"
+        How rows are grouped. ``"auto"`` explains them a group at a time, so
+        that memory does not grow with the number of rows: each group's
+        queries, designs and cubes stay within scikit-learn's
+        ``working_memory`` (:func:`sklearn.set_config`, 1024 MiB by default;
+        and within about 16 MiB per array, which keeps large arrays in
+        reused memory) and a finished group keeps only its results. At d =
+        784 that is a few rows per group, at d = 64 several hundred; a
+        group's attempts for all its rows go to the model in one call. An
+        int sends at most that many points in one call, with every row of a
+        job searched at once; ``None`` sends each attempt's points for all
+        rows of a job in one call (the memory then grows with the rows).
     n_jobs : int, default=None
         Number of jobs explaining chunks of rows in parallel. ``None`` means 1
         unless in a :obj:`joblib.parallel_config` context. ``-1`` means all
         processors.
+    verbose : int, default=0
+        Show a progress bar of the rows explained (rate and time left) on
+        stderr when positive. Silent by default; the command line turns it
+        on.
     random_state : int, RandomState instance or None, default=None
         Seeds the sampling. Each row draws from its own generator derived from
         this seed and the row's values, so results do not depend on ``n_jobs``
@@ -272,8 +293,13 @@ class OpenAPIExplainer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         "max_iter": [Interval(Integral, 1, None, closed="left")],
         "scale": [StrOptions({"std"}), "array-like"],
         "reuse_regions": ["boolean"],
-        "batch_size": [Interval(Integral, 1, None, closed="left"), None],
+        "batch_size": [
+            Interval(Integral, 1, None, closed="left"),
+            StrOptions({"auto"}),
+            None,
+        ],
         "n_jobs": [Integral, None],
+        "verbose": ["verbose"],
         "random_state": ["random_state"],
         "response_precision": [
             StrOptions({"auto", "float64", "float32"}),
@@ -295,8 +321,9 @@ class OpenAPIExplainer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         max_iter=20,
         scale="std",
         reuse_regions=False,
-        batch_size=None,
+        batch_size="auto",
         n_jobs=None,
+        verbose=0,
         random_state=None,
         response_precision="auto",
         uncertified="keep",
@@ -313,6 +340,7 @@ class OpenAPIExplainer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         self.reuse_regions = reuse_regions
         self.batch_size = batch_size
         self.n_jobs = n_jobs
+        self.verbose = verbose
         self.random_state = random_state
         self.response_precision = response_precision
         self.uncertified = uncertified
@@ -491,24 +519,55 @@ class OpenAPIExplainer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
     def _explain_range(
         self, X, frame, target_idx, seed, start, stop, return_queries=False
     ):
-        """The Explanation of rows ``start:stop`` of the validated batch."""
-        try:
-            parts = map_row_chunks(
-                self._explain_rows,
-                stop - start,
-                self.n_jobs,
-                X,
-                target_idx,
-                seed,
-                frame,
-                bool(return_queries),
-                start=start,
-            )
-        except ModelResponseError as err:
-            if err.partial is not None and not isinstance(err.partial, Explanation):
-                err.partial = self._assemble([err.partial], X[start:stop], start)
-            raise
+        """The Explanation of rows ``start:stop`` of the validated batch.
+
+        The rows go a group per job at a time (see ``batch_size``), each group
+        counted on the progress bar as it returns.
+        """
+        parts = []
+        group = self._rows_per_group(X.shape[1]) * max(1, effective_n_jobs(self.n_jobs))
+        with progress_bar(stop - start, self.verbose, desc="OpenAPIExplainer") as bar:
+            for a in range(start, stop, group):
+                b = min(a + group, stop)
+                try:
+                    parts += map_row_chunks(
+                        self._explain_rows,
+                        b - a,
+                        self.n_jobs,
+                        X,
+                        target_idx,
+                        seed,
+                        frame,
+                        bool(return_queries),
+                        start=a,
+                    )
+                except ModelResponseError as err:
+                    raise self._with_partial(err, parts, X, start, a, b, stop)
+                bar.update(b - a)
         return self._assemble(parts, X[start:stop], start)
+
+    def _with_partial(self, err, parts, X, start, a, b, stop):
+        """``err`` with the rows finished before the group that failed."""
+        failed = err.partial
+        if failed is None or isinstance(failed, Explanation):
+            failed = {"offset": a}
+        pieces = [self._assemble(parts, X[start:a], start)] if parts else []
+        pieces.append(self._assemble([failed], X[a:b], a))
+        pieces.append(self._assemble([{"offset": stop}], X[b:stop], b))
+        err.partial = join_explanations(pieces)
+        return err
+
+    def _rows_per_group(self, d):
+        """Rows a job explains at once: all of them unless ``batch_size="auto"``."""
+        if self.batch_size != "auto":
+            return np.iinfo(np.intp).max
+        # One cube's design, in float64; the search holds about four arrays of
+        # that size per row (the round's points, the design, the cube kept,
+        # the fit's workspace) and its results.
+        cube = 8 * (d + self.n_witnesses + 2) * (d + 1)
+        per_row = 4 * cube + 8 * d * (self._n_outputs + 2)
+        budget = get_config()["working_memory"] * 2**20
+        return int(max(1, min(budget // per_row, _ARRAY_BYTES // cube)))
 
     def transform(self, X):
         """Decision features of the predicted class, shape (n_samples, n_features).
@@ -602,7 +661,7 @@ class OpenAPIExplainer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
             self._kind,
             self._n_outputs,
             feature_names=names,
-            batch_size=self.batch_size,
+            batch_size=None if self.batch_size == "auto" else self.batch_size,
             template=template,
         )
         if not isinstance(self.response_precision, str):
@@ -743,15 +802,34 @@ class OpenAPIExplainer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         from now on.
         """
         rows = np.fromiter(searches, dtype=np.intp)
-        steps, draws = [], []
+        c_rows = np.fromiter(confirm, dtype=np.intp)
+        r_rows, r_counts = [], []
         for i in rows:
+            k = state.repeats_due(i)
+            if k:
+                r_rows.append(i)
+                r_counts.append(k)
+        sizes = [searches[i].n_new for i in rows] + [2 * N_PAIRS] * c_rows.size
+        # All of the round's points go into one block, written in place (at
+        # image width they are the largest arrays of the search).
+        counts = np.array(sizes + r_counts, dtype=np.intp)
+        if counts.size == 0:
+            return []
+        ends = np.cumsum(counts)
+        Q = np.empty((int(ends[-1]), state.d))
+        draws = [Q[b - k : b] for b, k in zip(ends, counts)]
+        steps = []
+        for i, pts in zip(rows, draws):
             search = searches[i]
             step = search.radius * self._row_scale(search)
-            u = _design(rngs[i], search.n_new, state.d, fresh=not search.keep)
-            draws.append(state.X[i] + step * u)
+            u = design(rngs[i], search.n_new, state.d, fresh=not search.keep)
+            if not search.keep:
+                # The new cube's design, the origin included, is orthogonal.
+                search.n_orthogonal = search.n_new + 1
+            np.multiply(u, step, out=pts)
+            pts += state.X[i]
             steps.append(step)
-        c_rows = np.fromiter(confirm, dtype=np.intp)
-        for i in c_rows:
+        for i, pts in zip(c_rows, draws[rows.size :]):
             # Antithetic pairs in independent directions: if the row sits on a
             # region boundary, one of each pair lies beyond it, so a boundary
             # row is never waved through; and a slope difference above the
@@ -759,18 +837,12 @@ class OpenAPIExplainer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
             # ``RegionLibrary.probe_radius``).
             g = rngs[i].standard_normal((N_PAIRS, state.d))
             u = g * confirm[i][1] * self.scale_
-            draws.append(state.X[i] + np.concatenate([u, -u]))
-        r_rows, r_counts = [], []
-        for i in rows:
-            k = state.repeats_due(i)
-            if k:
-                r_rows.append(i)
-                r_counts.append(k)
-                draws.append(np.repeat(state.X[i][None], k, axis=0))
+            pts[:] = state.X[i] + np.concatenate([u, -u])
+        for i, pts in zip(r_rows, draws[rows.size + c_rows.size :]):
+            pts[:] = state.X[i]
         r_rows = np.array(r_rows, dtype=np.intp)
-        counts = np.array([len(p) for p in draws], dtype=np.intp)
         owners = np.repeat(np.concatenate([rows, c_rows, r_rows]), counts)
-        R = bb.query(np.concatenate(draws), state.owners(owners))
+        R = bb.query(Q, state.owners(owners))
         state.n_queries[rows] += counts[: rows.size]
         state.n_queries[c_rows] += 2 * N_PAIRS
         np.add.at(state.n_queries, r_rows, np.asarray(r_counts, dtype=np.intp))
@@ -787,7 +859,11 @@ class OpenAPIExplainer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         # A finished row's last cube is no longer needed.
         for i in set(state.cubes).difference(searches):
             del state.cubes[i]
-        c_points = np.concatenate(draws[rows.size : n_fit]) if c_rows.size else None
+        c_points = None
+        if c_rows.size:
+            c_points = Q[
+                ends[n_fit - 1] - counts[rows.size : n_fit].sum() : ends[n_fit - 1]
+            ]
         return self._confirm(state, confirm, c_rows, c_points, parts[rows.size : n_fit])
 
     def _confirm(self, state, confirm, rows, points, parts):
@@ -856,38 +932,51 @@ class OpenAPIExplainer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
                 state,
                 searches,
                 rows[g],
-                np.stack([cubes[j][0] for j in g]),
+                [cubes[j][0] for j in g],
                 np.stack([cubes[j][1] for j in g]),
                 np.stack([steps[j] for j in g]),
             )
 
     def _certify(self, state, searches, rows, points, R, step):
+        """Judge the cubes of ``rows``: ``points`` a list of (m, d) arrays."""
         n, d = len(rows), state.d
         model = state.prec.model(rows)
         tiny = np.repeat(model.tiny, R.shape[1])
         L, bad = self._to_log(R.reshape(-1, R.shape[2]), tiny)
         L = L.reshape(R.shape)
         bad = bad.reshape(n, -1).any(axis=1)
-        # The design uses the points as actually represented, not as drawn.
-        U = (points - state.X[rows, None, :]) / step[:, None, :]
-        U = np.concatenate([np.zeros((n, 1, d)), U], axis=1)
+        # The design [1, U] of the fit, the origin first: the points as
+        # actually represented, not as drawn, built in place (these arrays are
+        # the largest of a round).
+        A = np.empty((n, len(points[0]) + 1, d + 1))
+        A[:, :, 0] = 1.0
+        A[:, 0, 1:] = 0.0
+        for j, (i, pts) in enumerate(zip(rows, points)):
+            U = A[j, 1:, 1:]
+            np.subtract(pts, state.X[i], out=U)
+            U /= step[j]
         Y = np.concatenate([state.L0[rows, None, :], L], axis=1)
-        self._judge(state, searches, rows, U, Y, step, bad, R, model)
+        self._judge(state, searches, rows, A, Y, step, bad, R, model)
 
-    def _judge(self, state, searches, rows, U, Y, step, bad, R, model):
+    def _judge(self, state, searches, rows, A, Y, step, bad, R, model):
         P = None
         if self._kind == "proba":
             P = np.concatenate([state.R0[rows, None, :], R], axis=1)
         centre = self._kind != "regression"
         tau = model.tau(Y, P, centre)
-        slope, intercept, sigma_hat, se_x = fit_local_models(
-            U, Y, state.X[rows], step, centre, tau
+        # Float64 rows are fitted by products over their cube's orthogonal
+        # design; coarse rows, whose worst-case bound needs the weighted
+        # pseudo-inverse, are factorised.
+        n_orth = np.array([searches[i].n_orthogonal for i in rows], dtype=np.intp)
+        n_orth[~model.float64] = 0
+        slope, intercept, sigma_hat, se_x, dof = fit_local_models(
+            A, Y, state.X[rows], step, centre, tau, n_orthogonal=n_orth
         )
         # One noise level for all columns: the centred log-ratios share their
         # rounding errors, and a column whose own residuals are small by
         # chance must not get a bound that is small by chance. In units of
         # the noise model, whose scale 1 is the floor.
-        pooled = sigma_hat.max(axis=1) * noise_inflation(U.shape[1] - U.shape[2] - 1)
+        pooled = sigma_hat.max(axis=1) * noise_inflation(dof)
         learned = np.array(
             [
                 0.0 if searches[i].noise is None else searches[i].noise.max()
@@ -896,7 +985,7 @@ class OpenAPIExplainer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         )
         sigma = np.maximum(np.maximum(pooled, 1.0), learned)
         by_estimate = pooled >= np.maximum(1.0, learned)
-        stat, wc = self._bound_parts(model, U, Y, P, tau, step, se_x, sigma, centre)
+        stat, wc = self._bound_parts(model, A, Y, P, tau, step, se_x, sigma, centre)
         rel = _relative_bound(stat, wc, slope, model.float64)
         rel = np.where(bad, np.inf, rel)
         # Bitwise identical responses everywhere in the cube: a dead region;
@@ -947,7 +1036,7 @@ class OpenAPIExplainer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
                     rel[j],
                     bool(bad[j]),
                     bool(by_estimate[j]),
-                    U.shape[1] - U.shape[2] - 1,
+                    int(dof[j]),
                 )
             )
             # A cube whose residuals stand above the noise is not linear: its
@@ -980,7 +1069,7 @@ class OpenAPIExplainer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
             else:
                 search.radius = nxt
 
-    def _bound_parts(self, model, U, Y, P, tau, step, se_x, sigma, centre):
+    def _bound_parts(self, model, A, Y, P, tau, step, se_x, sigma, centre):
         """Absolute L1 bounds (n, K) on the slopes: statistical, worst case.
 
         The statistical part is the noise level propagated through the fit.
@@ -1009,7 +1098,7 @@ class OpenAPIExplainer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
             delta = model.take(g).delta(Y[g], None if P is None else P[g], centre)
             finite = np.all(np.isfinite(delta), axis=(1, 2))
             delta = np.where(np.isfinite(delta), delta, 0.0)
-            part = worst_case_abs(U[g], tau[g], delta, step[g])
+            part = worst_case_abs(A[g], tau[g], delta, step[g])
             wc[g] = np.where(finite[:, None], part, np.inf)
         return stat, wc
 
@@ -1263,28 +1352,6 @@ class _ChunkState:
             "reused_from": self.reused_from,
             "response_precision": self.prec.label(np.arange(self.n)).astype(str),
         } | extra
-
-
-def _design(rng, n, d, fresh):
-    """Query offsets in units of the step: ``n`` points in ``d`` dimensions.
-
-    A fresh cube gets a random *orthogonal* design: the columns of ``[1, U]``
-    are orthogonal with squared norm ``n``, so every slope is estimated with
-    the smallest variance ``n`` points allow (a uniform random design with
-    barely more points than unknowns is nearly singular and several times
-    worse). Each point still projects on any direction like a standard normal
-    variable, and the design is continuous and random, so a region boundary
-    crossing the cube cannot hide in the fit. Points added to an existing cube
-    are standard normal.
-    """
-    G = rng.standard_normal((n, d + 1))
-    if not fresh or n < d + 1:
-        return G[:, 1:]
-    G[:, 0] = 1.0
-    Q, R = np.linalg.qr(G)
-    # Fix the signs so the first column is +1/sqrt(n), as QR leaves them free.
-    Q *= np.sign(np.diag(R))
-    return np.sqrt(n) * Q[:, 1:]
 
 
 def _has_text_columns(X):

@@ -415,21 +415,20 @@ class NoiseModel:
         return np.where(self.float64[:, None], tau, total)
 
 
-def worst_case_abs(U, tau, delta, step):
+def worst_case_abs(A, tau, delta, step):
     """Bound on the L1 error of each column's slope from bounded errors.
 
     If the model is affine on the cube and every response errs by at most
     ``delta`` (n, m, K), the weighted least-squares slopes err by at most
     ``sum_j sum_m |A+_jm| delta_m / tau_m / step_j`` in input space, with
-    ``A+`` the pseudo-inverse of the weighted design ``[1, U] / tau``.
+    ``A+`` the pseudo-inverse of the weighted design ``A / tau`` (``A = [1,
+    U]``, shape (n, m, d + 1)).
 
     Returns
     -------
     bound : ndarray of shape (n, K)
     """
-    n, m, _ = U.shape
-    A = np.concatenate([np.ones((n, m, 1)), U], axis=2) / tau[:, :, None]
-    Ap = np.linalg.pinv(A)[:, 1:, :]  # (n, d, m)
+    Ap = np.linalg.pinv(A / tau[:, :, None])[:, 1:, :]  # (n, d, m)
     G = np.abs(Ap) / tau[:, None, :]
     per_coef = np.einsum("ndm,nmk->ndk", G, delta)
     return (per_coef / step[:, :, None]).sum(axis=1)

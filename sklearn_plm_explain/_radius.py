@@ -91,6 +91,9 @@ class RadiusSearch:
         # join the previous cube (same radius) or start a new one.
         self.n_new = n_features + n_witnesses
         self.keep = False
+        # Leading points of the current cube (the origin included) that form
+        # an orthogonal design, set when a cube is drawn.
+        self.n_orthogonal = 0
 
     def _excess(self, att):
         if att.bad:

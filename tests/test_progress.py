@@ -1,0 +1,74 @@
+"""Progress bars of long explanations, and the memory-bounded row groups."""
+
+import numpy as np
+import pytest
+from sklearn import config_context
+from sklearn.datasets import load_iris
+from sklearn.linear_model import LogisticRegression
+
+import sklearn_plm_explain._openapi as openapi_module
+from sklearn_plm_explain import OpenAPIExplainer
+from sklearn_plm_explain._progress import progress_bar
+
+
+@pytest.fixture(scope="module")
+def iris_model():
+    X, y = load_iris(return_X_y=True)
+    return X, LogisticRegression(max_iter=500).fit(X, y)
+
+
+class _Recorder:
+    def __init__(self):
+        self.bars = []
+
+    def __call__(self, total, verbose, desc="rows"):
+        bar = progress_bar(total, 0, desc)
+        self.bars.append((total, verbose, bar.bar))
+        return bar
+
+
+def test_progress_reports_every_row_once(iris_model, monkeypatch):
+    X, model = iris_model
+    recorder = _Recorder()
+    monkeypatch.setattr(openapi_module, "progress_bar", recorder)
+    # A working memory this small explains the rows a few at a time.
+    with config_context(working_memory=1e-3):
+        explainer = OpenAPIExplainer(model, random_state=0, verbose=1).fit(X)
+        e = explainer.explain(X[:23])
+    (total, verbose, bar), *rest = recorder.bars
+    assert not rest
+    assert total == 23 and verbose == 1
+    assert bar.n == 23
+    # Grouping does not change any row's explanation (up to the last bits a
+    # model's own batched arithmetic moves with the batch's size).
+    alone = OpenAPIExplainer(model, random_state=0, batch_size=None).fit(X)
+    reference = alone.explain(X[:23])
+    np.testing.assert_array_equal(e.status, reference.status)
+    np.testing.assert_allclose(e.values, reference.values, rtol=1e-12, atol=0)
+
+
+def test_rows_go_in_groups_that_fit_the_working_memory(iris_model):
+    X, model = iris_model
+    explainer = OpenAPIExplainer(model).fit(X)
+    with config_context(working_memory=1e-3):
+        small = explainer._rows_per_group(4)
+    with config_context(working_memory=1024):
+        large = explainer._rows_per_group(4)
+    assert small == 1
+    assert large > 1000
+    assert OpenAPIExplainer(model, batch_size=7).fit(X)._rows_per_group(4) > 10**9
+
+
+def test_verbose_zero_prints_nothing(iris_model, capfd):
+    X, model = iris_model
+    OpenAPIExplainer(model, random_state=0).fit(X).explain(X[:5])
+    out, err = capfd.readouterr()
+    assert out == "" and err == ""
+
+
+def test_verbose_shows_a_bar_on_stderr(iris_model, capfd):
+    X, model = iris_model
+    OpenAPIExplainer(model, random_state=0, verbose=1).fit(X).explain(X[:5])
+    out, err = capfd.readouterr()
+    assert out == ""
+    assert "5/5" in err and "OpenAPIExplainer" in err
