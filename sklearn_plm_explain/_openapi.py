@@ -21,6 +21,7 @@ from sklearn.utils.validation import check_array, check_is_fitted, validate_data
 from sklearn_plm_explain._blackbox import (
     BlackBox,
     ModelResponseError,
+    base_seed,
     map_row_chunks,
     resolve_estimator,
     resolve_response_method,
@@ -68,6 +69,12 @@ _MIN_RELATIVE_SCALE = 0.1
 # With region reuse, the first wave of rows searched is this fraction of the
 # batch; waves then double, so the number of rounds grows by a constant.
 _FIRST_WAVE = 32
+# init_radius="auto": rows of the background explained in fit, the margin of
+# the learned radius over what nine in ten of them needed, and the radius
+# used without it.
+_CALIBRATION_ROWS = 16
+_CALIBRATION_MARGIN = 2.0
+_DEFAULT_RADIUS = 2e-4
 # batch_size="auto" keeps a group's largest arrays (its cubes' designs) below
 # this size: the allocator then reuses their memory from group to group,
 # where larger ones are mapped afresh and paid for again page by page.
@@ -140,9 +147,18 @@ class OpenAPIExplainer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         ``decision_function`` (logits: exact even where probabilities
         saturate), then ``predict_proba``. Callables are treated as
         ``predict_proba`` unless told otherwise.
-    init_radius : float, default=2e-4
+    init_radius : float or "auto", default=2e-4
         First half-width of the sampling cube, in units of each feature's
-        scale (see ``scale``).
+        scale (see ``scale``). A row whose first cube crosses a region
+        boundary, or is too small to resolve its slope, needs a second one
+        (about ``d`` more queries). ``"auto"`` learns it in :meth:`fit`:
+        it explains up to 16 rows of ``X`` (so ``fit`` queries the model,
+        about ``16 (d + 2)`` to ``48 (d + 2)`` times), reads how far each
+        certified cube's bound lay below ``rtol``, and starts every later row
+        at the smallest radius that certifies nine rows in ten of those with
+        a margin of 2, where region boundaries are least likely to be in the
+        cube (see ``init_radius_``). Every row still starts from that one
+        radius, so results depend on neither the batch nor ``n_jobs``.
     min_radius : float, default=1e-9
         Smallest half-width tried before a row is declared a boundary row.
     max_radius : float, default=1.0
@@ -241,6 +257,9 @@ class OpenAPIExplainer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         Class labels (``None`` for regressors).
     scale_ : ndarray of shape (n_features,)
         Per-feature unit of the sampling cube.
+    init_radius_ : float
+        First half-width of every row's cube: ``init_radius``, or the one
+        learned in :meth:`fit` with ``init_radius="auto"``.
     mean_ : ndarray of shape (n_features,)
         Mean of the (numeric) features in ``fit``: the background of the
         ``contribution`` and ``baseline`` fields.
@@ -285,7 +304,10 @@ class OpenAPIExplainer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         "response_method": [
             StrOptions({"auto", "predict_proba", "decision_function", "predict"})
         ],
-        "init_radius": [Interval(Real, 0, None, closed="neither")],
+        "init_radius": [
+            Interval(Real, 0, None, closed="neither"),
+            StrOptions({"auto"}),
+        ],
         "min_radius": [Interval(Real, 0, None, closed="neither")],
         "max_radius": [Interval(Real, 0, None, closed="neither")],
         "n_witnesses": [Interval(Integral, 2, None, closed="left")],
@@ -362,7 +384,8 @@ class OpenAPIExplainer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         self : object
             Fitted explainer.
         """
-        if self.min_radius > self.init_radius or self.init_radius > self.max_radius:
+        first = _DEFAULT_RADIUS if self.init_radius == "auto" else self.init_radius
+        if self.min_radius > first or first > self.max_radius:
             raise ValueError(
                 "Radii must satisfy min_radius <= init_radius <= max_radius; got "
                 f"{self.min_radius}, {self.init_radius}, {self.max_radius}."
@@ -380,7 +403,30 @@ class OpenAPIExplainer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
             self.scale_ = self._resolve_scale(X)
             # The background of contributions and standardized slopes.
             self.mean_, self.std_ = X.mean(axis=0), X.std(axis=0)
+            self.init_radius_ = first
+            if self.init_radius == "auto":
+                self.init_radius_ = self._learn_radius(X, frame)
         return self
+
+    def _learn_radius(self, X, frame):
+        """The smallest first radius that certifies most background rows.
+
+        A certified cube's bound falls like 1 / radius, so ``error_bound *
+        radius`` is what a row needs; a smaller cube is less likely to reach
+        a region boundary.
+        """
+        rows = np.unique(np.linspace(0, X.shape[0] - 1, _CALIBRATION_ROWS).astype(int))
+        sample = frame.iloc[rows] if frame is not None else None
+        target = np.full(rows.size, -1, dtype=np.intp)
+        seed = base_seed(self.random_state)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ConvergenceWarning)
+            e = self._explain_range(X[rows], sample, target, seed, 0, rows.size)
+        need = (e.error_bound * e.radius)[e.status == "exact"]
+        if need.size == 0:
+            return _DEFAULT_RADIUS
+        radius = _CALIBRATION_MARGIN * np.quantile(need, 0.9) / self.rtol
+        return float(np.clip(radius, self.min_radius, self.max_radius))
 
     def _numeric_part(self, X, reset):
         """The numeric columns of ``X`` as floats, and the frame if it is mixed.
@@ -671,7 +717,7 @@ class OpenAPIExplainer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
     # -- the per-chunk algorithm --------------------------------------------------
     def _explain_rows(self, rows, X, target, seed, frame, return_queries=False):
         X, target = X[rows], target[rows]
-        state = _ChunkState(X, rows.start, self._n_outputs, self.init_radius)
+        state = _ChunkState(X, rows.start, self._n_outputs, self.init_radius_)
         state.prec = PrecisionEvidence(len(X), self.response_precision)
         if return_queries:
             state.record_queries()
@@ -691,7 +737,7 @@ class OpenAPIExplainer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
     def _new_search(self, state, i):
         d = state.d
         search = RadiusSearch(
-            self.init_radius,
+            self.init_radius_,
             self.min_radius,
             self.max_radius,
             self.rtol,

@@ -72,3 +72,37 @@ def test_verbose_shows_a_bar_on_stderr(iris_model, capfd):
     out, err = capfd.readouterr()
     assert out == ""
     assert "5/5" in err and "OpenAPIExplainer" in err
+
+
+def test_learned_first_radius_is_used_by_every_row(iris_model):
+    X, model = iris_model
+    explainer = OpenAPIExplainer(model, init_radius="auto", random_state=0).fit(X)
+    assert explainer.min_radius <= explainer.init_radius_ <= explainer.max_radius
+    e = explainer.explain(X[::10])
+    assert e.converged.all()
+    # Every row's search starts there: a row certified on its first cube was
+    # certified at exactly that radius.
+    first = e.n_iter == 1
+    assert first.any()
+    np.testing.assert_array_equal(e.radius[first], explainer.init_radius_)
+    fixed = OpenAPIExplainer(model, random_state=0).fit(X)
+    assert fixed.init_radius_ == fixed.init_radius == 2e-4
+
+
+def test_learned_first_radius_saves_queries_where_regions_are_small():
+    # A ReLU network on many features: its regions are small next to the
+    # default first cube, so most rows need a second one; the learned radius
+    # starts inside them.
+    from sklearn.datasets import make_classification
+    from sklearn.neural_network import MLPClassifier
+
+    X, y = make_classification(400, 60, n_informative=20, n_classes=4, random_state=0)
+    net = MLPClassifier((64, 64), max_iter=300, random_state=0).fit(X, y)
+    kwargs = dict(random_state=0)
+    fixed = OpenAPIExplainer(net, init_radius=0.05, **kwargs).fit(X)
+    learned = OpenAPIExplainer(net, init_radius="auto", **kwargs).fit(X)
+    rows = X[-30:]
+    a, b = fixed.explain(rows), learned.explain(rows)
+    assert b.converged.all()
+    assert np.median(b.n_queries) <= 1.1 * (X.shape[1] + 2)
+    assert b.n_queries.mean() < 0.8 * a.n_queries.mean()
