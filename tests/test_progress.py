@@ -98,7 +98,7 @@ def test_learned_first_radius_saves_queries_where_regions_are_small():
 
     X, y = make_classification(400, 60, n_informative=20, n_classes=4, random_state=0)
     net = MLPClassifier((64, 64), max_iter=300, random_state=0).fit(X, y)
-    kwargs = dict(random_state=0)
+    kwargs = {"random_state": 0}
     fixed = OpenAPIExplainer(net, init_radius=0.05, **kwargs).fit(X)
     learned = OpenAPIExplainer(net, init_radius="auto", **kwargs).fit(X)
     rows = X[-30:]
