@@ -31,6 +31,7 @@ from sklearn_plm_explain._certify import (
     noise_inflation,
 )
 from sklearn_plm_explain._checkpoint import explain_in_chunks
+from sklearn_plm_explain._design import _design
 from sklearn_plm_explain._explanation import Explanation, count_statuses
 from sklearn_plm_explain._precision import (
     NOISE_CAP,
@@ -1263,28 +1264,6 @@ class _ChunkState:
             "reused_from": self.reused_from,
             "response_precision": self.prec.label(np.arange(self.n)).astype(str),
         } | extra
-
-
-def _design(rng, n, d, fresh):
-    """Query offsets in units of the step: ``n`` points in ``d`` dimensions.
-
-    A fresh cube gets a random *orthogonal* design: the columns of ``[1, U]``
-    are orthogonal with squared norm ``n``, so every slope is estimated with
-    the smallest variance ``n`` points allow (a uniform random design with
-    barely more points than unknowns is nearly singular and several times
-    worse). Each point still projects on any direction like a standard normal
-    variable, and the design is continuous and random, so a region boundary
-    crossing the cube cannot hide in the fit. Points added to an existing cube
-    are standard normal.
-    """
-    G = rng.standard_normal((n, d + 1))
-    if not fresh or n < d + 1:
-        return G[:, 1:]
-    G[:, 0] = 1.0
-    Q, R = np.linalg.qr(G)
-    # Fix the signs so the first column is +1/sqrt(n), as QR leaves them free.
-    Q *= np.sign(np.diag(R))
-    return np.sqrt(n) * Q[:, 1:]
 
 
 def _has_text_columns(X):
