@@ -17,7 +17,12 @@ import numpy as np
 
 from sklearn_plm_explain._certify import BOUND_Z, fit_local_models, noise_inflation
 from sklearn_plm_explain._chunk_state import Candidate
-from sklearn_plm_explain._precision import relative, statistical_abs, worst_case_abs
+from sklearn_plm_explain._precision import (
+    NoiseModel,
+    relative,
+    statistical_abs,
+    worst_case_abs,
+)
 from sklearn_plm_explain._radius import Attempt
 
 # A row whose noise scale exceeds its relative rounding floor this many times
@@ -42,7 +47,7 @@ class Cubes:
     P: np.ndarray | None
     step: np.ndarray
     bad: np.ndarray
-    model: object
+    model: NoiseModel
 
     @property
     def dof(self):

@@ -95,6 +95,13 @@ class LocalModelSearch:
         What the search needs to know.
     black_box : BlackBox
         The model, as queried.
+
+    Attributes
+    ----------
+    state : ChunkState
+        After :meth:`run`, what the search learned about the rows.
+    judge : CubeJudge
+        After :meth:`run`, the judge of their cubes.
     """
 
     def __init__(self, config, black_box):
