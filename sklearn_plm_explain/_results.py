@@ -43,9 +43,11 @@ class ResultField(NamedTuple):
         return np.full(shape, self.fill, dtype=self.dtype)
 
 
-# In the order of the Explanation's fields. A row not run keeps every fill:
-# no estimate (NaN), no bound (inf), no radius, no queries; its target is
-# resolved (-1 reads as class 0) and its precision unread ("").
+# In the order of the Explanation's fields (which puts values, target, coef,
+# status and converged first). A row never searched keeps every fill: no
+# estimate (NaN), no bound (inf), no radius, no queries, its target unresolved
+# (-1, reported as class 0) and its precision unread (""); an unfinished row
+# of a failing chunk keeps what it got to (its queries spent, its radius).
 RESULT_FIELDS = (
     ResultField("coef", np.float64, np.nan, ("d", "C")),
     ResultField("intercept", np.float64, np.nan, ("C",)),

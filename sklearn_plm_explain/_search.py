@@ -40,6 +40,7 @@ _MIN_RELATIVE_SCALE = 0.1
 _FIRST_WAVE = 32
 
 
+# Not compared (eq=False): it holds an array, whose == is elementwise.
 @dataclass(frozen=True, kw_only=True, eq=False)
 class SearchConfig:
     """What the search needs to know, fixed for one call of ``explain``.
