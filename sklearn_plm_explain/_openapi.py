@@ -25,27 +25,12 @@ from sklearn_plm_explain._blackbox import (
     map_row_chunks,
     resolve_estimator,
     resolve_response_method,
-    row_generators,
 )
-from sklearn_plm_explain._certify import (
-    BOUND_Z,
-    fit_local_models,
-    grid_rounded,
-    noise_inflation,
-)
-from sklearn_plm_explain._checkpoint import explain_in_chunks, join_explanations
-from sklearn_plm_explain._design import design
+from sklearn_plm_explain._checkpoint import explain_in_chunks
 from sklearn_plm_explain._explanation import Explanation, count_statuses
-from sklearn_plm_explain._precision import (
-    NOISE_CAP,
-    PrecisionEvidence,
-    relative,
-    statistical_abs,
-    worst_case_abs,
-)
 from sklearn_plm_explain._progress import progress_bar
-from sklearn_plm_explain._radius import Attempt, RadiusSearch
-from sklearn_plm_explain._regions import N_PAIRS, RegionLibrary
+from sklearn_plm_explain._results import ResultTable
+from sklearn_plm_explain._search import LocalModelSearch, SearchConfig
 from sklearn_plm_explain._validation import (
     class_indices,
     is_numeric_dtype,
@@ -54,21 +39,6 @@ from sklearn_plm_explain._validation import (
 
 __all__ = ["OpenAPIExplainer", "STATUSES"]
 
-# A row boxed in between too-small and non-linear cubes may use up to this
-# many times (d + 1) witnesses at its largest consistent radius.
-_MORE_WITNESSES = 4
-_SMALLEST_NORMAL = np.finfo(np.float64).tiny
-# A row whose noise scale exceeds its relative rounding floor this many times
-# owes its imprecision to saturated probabilities.
-_ABSOLUTE_DOMINANCE = 100.0
-# Rows with coarse responses (float32, rounded, noisy) step every feature by
-# at least this fraction of the median scale: a nearly constant feature (a
-# digit's corner pixel) would otherwise get a tiny step, and its slope's error
-# in input units, which grows as the step shrinks, would rule the L1 bound.
-_MIN_RELATIVE_SCALE = 0.1
-# With region reuse, the first wave of rows searched is this fraction of the
-# batch; waves then double, so the number of rounds grows by a constant.
-_FIRST_WAVE = 32
 # init_radius="auto": rows of the background explained in fit, the margin of
 # the learned radius over what nine in ten of them needed, and the radius
 # used without it.
@@ -79,6 +49,7 @@ _DEFAULT_RADIUS = 2e-4
 # this size: the allocator then reuses their memory from group to group,
 # where larger ones are mapped afresh and paid for again page by page.
 _ARRAY_BYTES = 16 * 2**20
+
 
 STATUSES = {
     "exact": "certified: the local linear model is exact to rtol for every class "
@@ -390,6 +361,7 @@ class OpenAPIExplainer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
                 "Radii must satisfy min_radius <= init_radius <= max_radius; got "
                 f"{self.min_radius}, {self.init_radius}, {self.max_radius}."
             )
+
         with unfitted_on_error(self):
             X_raw = X
             X, frame = self._numeric_part(X, reset=True)
@@ -557,7 +529,7 @@ class OpenAPIExplainer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
             X.shape[0],
             rows=(X, frame),
             target=(target_idx, np.array([bool(return_queries)])),
-            not_run=lambda a, b: self._assemble([{"offset": a}], X[a:b], a),
+            not_run=lambda a, b: self._assemble(self._blank(a, b), X[a:b]),
         )
         _warn_failures(explanation.status)
         return explanation
@@ -570,8 +542,10 @@ class OpenAPIExplainer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         The rows go a group per job at a time (see ``batch_size``), each group
         counted on the progress bar as it returns.
         """
+        config = self._search_config(return_queries)
+        jobs = max(1, effective_n_jobs(self.n_jobs))
+        group = self._rows_per_group(X.shape[1]) * jobs
         parts = []
-        group = self._rows_per_group(X.shape[1]) * max(1, effective_n_jobs(self.n_jobs))
         with progress_bar(stop - start, self.verbose, desc="OpenAPIExplainer") as bar:
             for a in range(start, stop, group):
                 b = min(a + group, stop)
@@ -584,23 +558,26 @@ class OpenAPIExplainer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
                         target_idx,
                         seed,
                         frame,
-                        bool(return_queries),
+                        config,
                         start=a,
                     )
                 except ModelResponseError as err:
-                    raise self._with_partial(err, parts, X, start, a, b, stop)
+                    bounds = (start, a, b, stop)
+                    raise self._with_partial(err, parts, X, bounds, config)
                 bar.update(b - a)
-        return self._assemble(parts, X[start:stop], start)
+        return self._assemble(ResultTable.stacked(parts), X[start:stop])
 
-    def _with_partial(self, err, parts, X, start, a, b, stop):
-        """``err`` with the rows finished before the group that failed."""
-        failed = err.partial
-        if failed is None or isinstance(failed, Explanation):
-            failed = {"offset": a}
-        pieces = [self._assemble(parts, X[start:a], start)] if parts else []
-        pieces.append(self._assemble([failed], X[a:b], a))
-        pieces.append(self._assemble([{"offset": stop}], X[b:stop], b))
-        err.partial = join_explanations(pieces)
+    def _with_partial(self, err, parts, X, bounds, config):
+        """``err`` with an Explanation of rows ``start:stop``: the groups
+        finished before the failing group ``a:b``, what that group finished
+        (if it got that far), the rest not run."""
+        start, a, b, stop = bounds
+        if not isinstance(err.partial, Explanation):
+            part = err.partial
+            q = config.return_queries
+            failed = self._blank(a, b, q) if part is None else part.padded(b - a, a)
+            tables = [*parts, failed, self._blank(b, stop, q)]
+            err.partial = self._assemble(ResultTable.stacked(tables), X[start:stop])
         return err
 
     def _rows_per_group(self, d):
@@ -714,514 +691,43 @@ class OpenAPIExplainer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
             bb.quantum = float(self.response_precision)
         return bb
 
-    # -- the per-chunk algorithm --------------------------------------------------
-    def _explain_rows(self, rows, X, target, seed, frame, return_queries=False):
-        X, target = X[rows], target[rows]
-        state = _ChunkState(X, rows.start, self._n_outputs, self.init_radius_)
-        state.prec = PrecisionEvidence(len(X), self.response_precision)
-        if return_queries:
-            state.record_queries()
-        bb = self._black_box(frame)
-        try:
-            self._query_origins(bb, state, target)
-            rngs = row_generators(X, seed)
-            if self.reuse_regions:
-                state.library = RegionLibrary(centre=self._kind != "regression")
-            self._solve(bb, state, rngs)
-        except ModelResponseError as err:
-            state.status[state.status == ""] = "not_run"
-            err.partial = state.as_dict() | {"offset": rows.start}
-            raise
-        return state.as_dict()
-
-    def _new_search(self, state, i):
-        d = state.d
-        search = RadiusSearch(
-            self.init_radius_,
-            self.min_radius,
-            self.max_radius,
-            self.rtol,
-            d,
-            self.n_witnesses,
-            max(self.n_witnesses, _MORE_WITNESSES * (d + 1)),
-            noise_cap=NOISE_CAP,
+    # -- the search -------------------------------------------------------------
+    def _search_config(self, return_queries):
+        """The search's configuration, from the parameters and fitted state."""
+        return SearchConfig(
+            kind=self._kind,
+            n_outputs=self._n_outputs,
+            scale=self.scale_,
+            init_radius=self.init_radius_,
+            min_radius=self.min_radius,
+            max_radius=self.max_radius,
+            n_witnesses=self.n_witnesses,
+            rtol=self.rtol,
+            max_iter=self.max_iter,
+            reuse_regions=self.reuse_regions,
+            response_precision=self.response_precision,
+            return_queries=bool(return_queries),
         )
-        search.signature = state.prec.signature(i)
-        return search
 
-    def _solve(self, bb, state, rngs):
-        """Rounds of one model call each, until every row has a status.
+    def _explain_rows(self, rows, X, target, seed, frame, config):
+        """The result table of the rows ``rows`` (a slice) of the batch."""
+        search = LocalModelSearch(config, self._black_box(frame))
+        return search.run(X[rows], target[rows], seed, offset=rows.start)
 
-        Without region reuse every row starts its radius search at once. With
-        it, rows are released for a search in growing waves; the others wait
-        for a certified model their response agrees with, which a fresh
-        antithetic pair of neighbours then confirms (its queries join the
-        round's call).
-        """
-        waiting = np.flatnonzero(state.status == "")
-        searches = {}
-        release = waiting.size
-        if state.library is not None:
-            release = max(1, waiting.size // _FIRST_WAVE)
-        checked = 0
-        while waiting.size or searches:
-            match = np.full(waiting.size, -1, dtype=np.intp)
-            if state.library is not None and len(state.library) > checked:
-                match = state.library.first_match(
-                    state.X[waiting], state.L0[waiting], state.tau0[waiting], checked
-                )
-                checked = len(state.library)
-                # Agreement within a noise that is not at float precision
-                # (probabilities known only as 1 - p, float32 or rounded
-                # responses) cannot tell regions apart.
-                match[~state.sharp[waiting]] = -1
-            free = waiting[match < 0][:release]
-            release *= 2
-            for i in free:
-                searches[i] = self._new_search(state, i)
-            confirm = self._probe_plan(state, waiting, match)
-            far = [i for i, (_, rho) in confirm.items() if not np.isfinite(rho)]
-            for i in far:
-                del confirm[i]
-                searches[i] = self._new_search(state, i)
-            waiting = np.setdiff1d(
-                waiting, np.concatenate([free, list(confirm), far]).astype(np.intp)
-            )
-            released = self._round(bb, state, searches, rngs, confirm)
-            for i in released:
-                searches[i] = self._new_search(state, i)
-
-    def _probe_plan(self, state, waiting, match):
-        """Reuse candidates: ``{row: (model, probe radius)}``."""
-        rows = waiting[match >= 0]
-        if rows.size == 0:
-            return {}
-        models = match[match >= 0]
-        rho = state.library.probe_radius(models)
-        return {i: (j, r) for i, j, r in zip(rows, models, rho)}
-
-    def _query_origins(self, bb, state, target):
-        R0 = bb.query(state.X, state.owners(np.arange(state.n)))
-        state.n_queries += 1
-        state.R0 = R0
-        state.prec.set_origins(R0)
-        model = state.prec.model(np.arange(state.n))
-        state.L0, sat = self._to_log(R0, model.tiny)
-        state.tau0 = self._tau(state.L0, R0, model)
-        state.sharp = model.sharp.copy()
-        if self._kind == "proba":
-            state.sharp &= ~grid_rounded(R0).any(axis=1)
-        state.status[sat] = "saturated"
-        state.radius[sat] = np.nan
-        predicted = np.argmax(R0, axis=1)
-        state.target = np.where(target >= 0, target, predicted)
-
-    def _to_log(self, R, tiny=_SMALLEST_NORMAL):
-        if self._kind != "proba":
-            return R, np.zeros(R.shape[0], dtype=bool)
-        # Below the smallest normal number of the response precision a
-        # probability has underflowed, or sits on a floor a model put there
-        # (e.g. against exact zeros): its log says nothing about the logits.
-        zero = R < np.reshape(tiny, (-1, 1))
-        with np.errstate(divide="ignore"):
-            L = np.log(np.where(zero, 1.0, R))
-        return L, zero.any(axis=1)
-
-    def _centred_log(self, R):
-        """Centred log values of responses (for the scatter of repeats)."""
-        if self._kind != "proba":
-            L = np.asarray(R, dtype=np.float64)
-        else:
-            with np.errstate(divide="ignore"):
-                L = np.log(np.asarray(R, dtype=np.float64))
-        if self._kind == "regression":
-            return L
-        return L - L.mean(axis=1, keepdims=True)
-
-    def _round(self, bb, state, searches, rngs, confirm):
-        """One model call: the rows' attempts and the reuse confirmations.
-
-        Each row also sends itself again in its first round (and, once its
-        answers turn out not to repeat, a few more times in the next): a
-        deterministic service answers bitwise as before, a noisy one shows
-        its scatter. Returns the rows whose confirmation failed, to be searched
-        from now on.
-        """
-        rows = np.fromiter(searches, dtype=np.intp)
-        c_rows = np.fromiter(confirm, dtype=np.intp)
-        r_rows, r_counts = [], []
-        for i in rows:
-            k = state.repeats_due(i)
-            if k:
-                r_rows.append(i)
-                r_counts.append(k)
-        sizes = [searches[i].n_new for i in rows] + [2 * N_PAIRS] * c_rows.size
-        # All of the round's points go into one block, written in place (at
-        # image width they are the largest arrays of the search).
-        counts = np.array(sizes + r_counts, dtype=np.intp)
-        if counts.size == 0:
-            return []
-        ends = np.cumsum(counts)
-        Q = np.empty((int(ends[-1]), state.d))
-        draws = [Q[b - k : b] for b, k in zip(ends, counts)]
-        steps = []
-        for i, pts in zip(rows, draws):
-            search = searches[i]
-            step = search.radius * self._row_scale(search)
-            u = design(rngs[i], search.n_new, state.d, fresh=not search.keep)
-            if not search.keep:
-                # The new cube's design, the origin included, is orthogonal.
-                search.n_orthogonal = search.n_new + 1
-            np.multiply(u, step, out=pts)
-            pts += state.X[i]
-            steps.append(step)
-        for i, pts in zip(c_rows, draws[rows.size :]):
-            # Antithetic pairs in independent directions: if the row sits on a
-            # region boundary, one of each pair lies beyond it, so a boundary
-            # row is never waved through; and a slope difference above the
-            # certified tolerance shows in one of the directions (see
-            # ``RegionLibrary.probe_radius``).
-            g = rngs[i].standard_normal((N_PAIRS, state.d))
-            u = g * confirm[i][1] * self.scale_
-            pts[:] = state.X[i] + np.concatenate([u, -u])
-        for i, pts in zip(r_rows, draws[rows.size + c_rows.size :]):
-            pts[:] = state.X[i]
-        r_rows = np.array(r_rows, dtype=np.intp)
-        owners = np.repeat(np.concatenate([rows, c_rows, r_rows]), counts)
-        R = bb.query(Q, state.owners(owners))
-        state.n_queries[rows] += counts[: rows.size]
-        state.n_queries[c_rows] += 2 * N_PAIRS
-        np.add.at(state.n_queries, r_rows, np.asarray(r_counts, dtype=np.intp))
-        parts = np.split(R, np.cumsum(counts)[:-1])
-        n_fit = rows.size + c_rows.size
-        if r_rows.size:
-            model = state.prec.model(r_rows)
-            P0 = state.R0[r_rows, None, :] if self._kind == "proba" else None
-            floor = model.rounding_tau(state.L0[r_rows, None, :], P0)[:, 0]
-            for i, resp, f in zip(r_rows, parts[n_fit:], floor):
-                state.repeated[i] = True
-                state.prec.add_repeats(i, resp, self._centred_log, f)
-        self._attempt(state, searches, rows, draws, parts, steps)
-        # A finished row's last cube is no longer needed.
-        for i in set(state.cubes).difference(searches):
-            del state.cubes[i]
-        c_points = None
-        if c_rows.size:
-            c_points = Q[
-                ends[n_fit - 1] - counts[rows.size : n_fit].sum() : ends[n_fit - 1]
-            ]
-        return self._confirm(state, confirm, c_rows, c_points, parts[rows.size : n_fit])
-
-    def _confirm(self, state, confirm, rows, points, parts):
-        if rows.size == 0:
-            return []
-        p = 2 * N_PAIRS
-        R = np.concatenate(parts)
-        origin = np.repeat(rows, p)
-        for i, resp in zip(rows, parts):
-            state.prec.update(i, resp)
-        model = state.prec.model(origin)
-        L, bad = self._to_log(R, model.tiny)
-        tau = self._tau(L, R, model)
-        models = np.array([confirm[i][0] for i in rows], dtype=np.intp)
-        agree = state.library.confirm(
-            state.X[rows],
-            state.L0[rows],
-            state.tau0[rows],
-            points.reshape(rows.size, p, -1),
-            L.reshape(rows.size, p, -1),
-            tau.reshape(rows.size, p),
-            models,
+    def _blank(self, start, stop, queries=False):
+        """The result table of rows ``start:stop``, not run."""
+        return ResultTable.blank(
+            stop - start,
+            n_features=self.scale_.size,
+            n_outputs=self._n_outputs,
+            offset=start,
+            queries=queries,
         )
-        usable = (~bad & model.sharp).reshape(rows.size, p).all(axis=1)
-        ok = agree & usable
-        for k, (i, j, good) in enumerate(zip(rows, models, ok)):
-            if good:
-                state.record_reuse(i, *state.library.model(j))
-                state.keep_queries(i, points[p * k : p * (k + 1)])
-        return rows[~ok]
 
-    def _row_scale(self, search):
-        """Per-feature unit of a row's cube (wider floor for coarse rows)."""
-        if not search.coarse:
-            return self.scale_
-        return np.maximum(self.scale_, _MIN_RELATIVE_SCALE * np.median(self.scale_))
-
-    def _tau(self, L, R, model):
-        """Noise scale of single responses (see ``NoiseModel.tau``)."""
-        P = R[:, None, :] if self._kind == "proba" else None
-        return model.tau(L[:, None, :], P, self._kind != "regression")[:, 0]
-
-    def _attempt(self, state, searches, rows, draws, parts, steps):
-        cubes = []
-        for i, pts, resp in zip(rows, draws, parts):
-            search = searches[i]
-            state.prec.update(i, resp)
-            signature = state.prec.signature(i)
-            if signature != search.signature:
-                # What the responses showed changed the noise model (e.g. a
-                # first answer of exactly 0.5 looked like one decimal): the
-                # earlier attempts were judged by another one.
-                search.reset()
-                search.signature = signature
-                state.candidates[i] = []
-                state.candidate_points[i] = []
-            if search.keep:
-                old_pts, old_resp = state.cubes[i]
-                pts, resp = np.vstack([old_pts, pts]), np.vstack([old_resp, resp])
-            state.cubes[i] = (pts, resp)
-            cubes.append((pts, resp))
-        sizes = np.array([len(c[0]) for c in cubes])
-        for size in np.unique(sizes):
-            g = np.flatnonzero(sizes == size)
-            self._certify(
-                state,
-                searches,
-                rows[g],
-                [cubes[j][0] for j in g],
-                np.stack([cubes[j][1] for j in g]),
-                np.stack([steps[j] for j in g]),
-            )
-
-    def _certify(self, state, searches, rows, points, R, step):
-        """Judge the cubes of ``rows``: ``points`` a list of (m, d) arrays."""
-        n, d = len(rows), state.d
-        model = state.prec.model(rows)
-        tiny = np.repeat(model.tiny, R.shape[1])
-        L, bad = self._to_log(R.reshape(-1, R.shape[2]), tiny)
-        L = L.reshape(R.shape)
-        bad = bad.reshape(n, -1).any(axis=1)
-        # The design [1, U] of the fit, the origin first: the points as
-        # actually represented, not as drawn, built in place (these arrays are
-        # the largest of a round).
-        A = np.empty((n, len(points[0]) + 1, d + 1))
-        A[:, :, 0] = 1.0
-        A[:, 0, 1:] = 0.0
-        for j, (i, pts) in enumerate(zip(rows, points)):
-            U = A[j, 1:, 1:]
-            np.subtract(pts, state.X[i], out=U)
-            U /= step[j]
-        Y = np.concatenate([state.L0[rows, None, :], L], axis=1)
-        self._judge(state, searches, rows, A, Y, step, bad, R, model)
-
-    def _judge(self, state, searches, rows, A, Y, step, bad, R, model):
-        P = None
-        if self._kind == "proba":
-            P = np.concatenate([state.R0[rows, None, :], R], axis=1)
-        centre = self._kind != "regression"
-        tau = model.tau(Y, P, centre)
-        # Float64 rows are fitted by products over their cube's orthogonal
-        # design; coarse rows, whose worst-case bound needs the weighted
-        # pseudo-inverse, are factorised.
-        n_orth = np.array([searches[i].n_orthogonal for i in rows], dtype=np.intp)
-        n_orth[~model.float64] = 0
-        slope, intercept, sigma_hat, se_x, dof = fit_local_models(
-            A, Y, state.X[rows], step, centre, tau, n_orthogonal=n_orth
-        )
-        # One noise level for all columns: the centred log-ratios share their
-        # rounding errors, and a column whose own residuals are small by
-        # chance must not get a bound that is small by chance. In units of
-        # the noise model, whose scale 1 is the floor.
-        pooled = sigma_hat.max(axis=1) * noise_inflation(dof)
-        learned = np.array(
-            [
-                0.0 if searches[i].noise is None else searches[i].noise.max()
-                for i in rows
-            ]
-        )
-        sigma = np.maximum(np.maximum(pooled, 1.0), learned)
-        by_estimate = pooled >= np.maximum(1.0, learned)
-        stat, wc = self._bound_parts(model, A, Y, P, tau, step, se_x, sigma, centre)
-        rel = _relative_bound(stat, wc, slope, model.float64)
-        rel = np.where(bad, np.inf, rel)
-        # Bitwise identical responses everywhere in the cube: a dead region;
-        # unless the row is saturated, where rounding pins the responses, or
-        # the responses are coarse (float32, rounded), where they are pinned
-        # on any cube too small for the change to show: such a cube's slope
-        # is unresolved (its bound infinite) and the search grows it. A
-        # float32 row still pinned on the largest cube is flat.
-        pinned = np.all(Y == Y[:, :1, :], axis=(1, 2))
-        flat = pinned & ~bad & state.sharp[rows]
-        wide_flat = (
-            pinned
-            & ~bad
-            & model.coarse
-            & (model.quantum == 0)
-            & model.deterministic
-            & np.array([searches[i].radius >= self.max_radius for i in rows])
-        )
-        clipped = self._clipped(P, len(rows)) & model.float64
-        for j, i in enumerate(rows):
-            search = searches[i]
-            if flat[j] or wide_flat[j]:
-                state.record_flat(i, Y[j, 0], search.radius)
-                del searches[i]
-                continue
-            if clipped[j] or (pinned[j] and model.float64[j] and not state.sharp[i]):
-                # Pinned responses carry no slope: no estimate from this cube.
-                state.n_iter[i] += 1
-                state.status[i] = "saturated"
-                del searches[i]
-                continue
-            search.coarse = bool(model.coarse[j])
-            state.add_candidate(
-                i,
-                slope[j],
-                intercept[j],
-                stat[j],
-                wc[j],
-                sigma[j],
-                search.radius,
-                len(search.history),
-                bool(model.float64[j]),
-            )
-            search.record(
-                Attempt(
-                    search.radius,
-                    sigma_hat[j],
-                    rel[j],
-                    bool(bad[j]),
-                    bool(by_estimate[j]),
-                    int(dof[j]),
-                )
-            )
-            # A cube whose residuals stand above the noise is not linear: its
-            # bound, read from those residuals as if they were noise, does not
-            # cover the bias a boundary inside it causes.
-            # Coarse rows claim it only inside the margin of any kink seen.
-            inside = not search.coarse or search.radius <= search.safe_radius()
-            if rel[j] <= self.rtol and search.last_consistent() and inside:
-                state.record_estimate(i, slope[j], intercept[j], rel[j], search.radius)
-                state.keep_queries(i, state.cubes[i][0])
-                state.status[i] = "exact"
-                if state.library is not None and model.float64[j]:
-                    state.library.add(
-                        state.X[i],
-                        slope[j],
-                        intercept[j],
-                        rel[j],
-                        state.offset + i,
-                        search.radius,
-                        sigma[j] * se_x[j],
-                    )
-                del searches[i]
-                continue
-            nxt = None
-            if state.n_iter[i] < self.max_iter:
-                nxt = search.next_radius()
-            if nxt is None:
-                self._finish(state, i, search)
-                del searches[i]
-            else:
-                search.radius = nxt
-
-    def _bound_parts(self, model, A, Y, P, tau, step, se_x, sigma, centre):
-        """Absolute L1 bounds (n, K) on the slopes: statistical, worst case.
-
-        The statistical part is the noise level propagated through the fit.
-        For rounded responses the worst-case part adds the bounded rounding
-        error, propagated through the pseudo-inverse (rigorous if the model is
-        affine on the cube); for a noisy service the level is at least the
-        upper confidence bound of the scatter its repeats showed.
-        """
-        K = Y.shape[2]
-        # Deterministic float64 rows: the certificate's original form, the
-        # noise level times the sum of the standard errors (the floor there
-        # is orders of magnitude above the actual rounding noise).
-        stat = (BOUND_Z * sigma * se_x.sum(axis=1))[:, None] * np.ones(K)
-        coarse = model.coarse
-        if coarse.any():
-            point, ucb = model.scatter_floor()
-            with np.errstate(divide="ignore", invalid="ignore"):
-                ratio = np.where(point > 0, ucb / point, np.where(ucb > 0, np.inf, 1.0))
-            level = np.maximum(sigma, ratio)
-            upper = statistical_abs(level[:, None], se_x, n_columns=K) * np.ones(K)
-            stat = np.where(coarse[:, None], upper, stat)
-        wc = np.zeros_like(stat)
-        rounded = model.quantum > 0
-        if rounded.any():
-            g = np.flatnonzero(rounded)
-            delta = model.take(g).delta(Y[g], None if P is None else P[g], centre)
-            finite = np.all(np.isfinite(delta), axis=(1, 2))
-            delta = np.where(np.isfinite(delta), delta, 0.0)
-            part = worst_case_abs(A[g], tau[g], delta, step[g])
-            wc[g] = np.where(finite[:, None], part, np.inf)
-        return stat, wc
-
-    def _finish(self, state, i, search):
-        """Status and estimate of a row whose search ended without an exact cube.
-
-        Its estimate is the consistent attempt with the smallest bound (a cube
-        that failed the residual test never lends its bound to a row): for
-        coarse responses, where ``rtol`` is mostly out of reach, that attempt
-        certifies the row as ``"approximate"`` when its bound is below 1.
-        """
-        limit = search.safe_radius() if search.coarse else np.inf
-        best, rel = state.best_candidate(i, search, limit)
-        if best is not None:
-            slope, intercept, radius, idx = best
-            state.record_estimate(i, slope, intercept, rel, radius)
-            state.keep_candidate_queries(i, idx)
-        else:
-            state.record_fallback(i)
-        if (
-            search.coarse
-            and best is not None
-            and rel < 1.0
-            and not self._absolute_noise(state, i)
-        ):
-            state.status[i] = "exact" if rel <= self.rtol else "approximate"
-            return
-        state.status[i] = self._failure_status(state, i, search)
-        if state.status[i] == "saturated":
-            # Its noise model does not hold (the responses' precision is lost
-            # to an absolute error): no bound.
-            state.error_bound[i] = np.inf
-
-    @staticmethod
-    def _clipped(P, n):
-        """Rows whose cube shows a class probability held at one value.
-
-        Under a softmax of affine logits a probability below 1/2 changes in
-        its last bits wherever the others change: one that stays bitwise
-        constant across the cube while they move has been clipped or floored
-        by the model, and its log-ratios are not the logits'.
-        """
-        if P is None:
-            return np.zeros(n, dtype=bool)
-        constant = np.all(P == P[:, :1, :], axis=1) & (P[:, 0, :] < 0.5)
-        moving = ~np.all(P == P[:, :1, :], axis=1)
-        return constant.any(axis=1) & moving.any(axis=1)
-
-    def _failure_status(self, state, i, search):
-        status = search.failure_status()
-        if status in ("imprecise", "boundary") and self._absolute_noise(state, i):
-            # The responses' precision is lost because a probability sits so
-            # close to 0 that it is only known as 1 - p: no cube both small
-            # enough and resolved exists because of saturation, whatever the
-            # region's size.
-            return "saturated"
-        return status
-
-    def _absolute_noise(self, state, i):
-        """The row's own noise is ruled by the absolute error of a 1 - p."""
-        if self._kind != "proba":
-            return False
-        model = state.prec.model([i])
-        L0 = state.L0[i][None, None, :]
-        with_grid = model.rounding_tau(L0, state.R0[i][None, None, :])[0, 0]
-        relative = model.rounding_tau(L0, None)[0, 0]
-        return with_grid > _ABSOLUTE_DOMINANCE * relative
-
-    def _assemble(self, parts, X, first=0):
-        """One Explanation of the rows ``X`` (rows ``first`` on of the batch)."""
+    def _assemble(self, table, X):
+        """One Explanation of the rows ``X`` from their result table."""
         n = X.shape[0]
-        if "offset" in parts[0]:
-            # A partial result from a failing chunk: the other rows never ran.
-            merged = _pad_partial(parts[0], n, self._n_outputs, self.scale_.size, first)
-        else:
-            keys = parts[0].keys()
-            merged = {key: np.concatenate([p[key] for p in parts]) for key in keys}
+        merged = dict(table.arrays)
         coef = merged.pop("coef")
         target = merged.pop("target")
         if self.classes_ is None:
@@ -1230,9 +736,7 @@ class OpenAPIExplainer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
             C = coef.shape[2]
             values = C / (C - 1) * coef[np.arange(n), :, np.maximum(target, 0)]
         names = self.get_feature_names_out()
-        status = merged["status"].astype(object)
-        merged.pop("status")
-        merged["response_precision"] = merged["response_precision"].astype(object)
+        status = merged.pop("status")
         merged.update(self._presented(values, merged["intercept"], target, X))
         return Explanation(
             values=values,
@@ -1268,168 +772,12 @@ class OpenAPIExplainer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         }
 
 
-def _relative_bound(stat, wc, slope, float64):
-    """Bound on the relative L1 error of every column's slope, worst column.
-
-    Deterministic float64 rows keep the certificate's original form (the
-    absolute bound over the estimate's norm, exact to far below ``rtol``);
-    coarse rows add the worst-case part and divide by the smallest norm the
-    true slope can have.
-    """
-    norm = np.abs(slope).sum(axis=1)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        plain = np.where(norm > 0, stat / norm, np.inf)
-    coarse = relative(stat + wc, slope)
-    return np.where(float64[:, None], plain, coarse).max(axis=1)
-
-
-class _ChunkState:
-    """Per-row results of one chunk, filled in as attempts come back."""
-
-    def __init__(self, X, offset, n_outputs, init_radius):
-        n, d = X.shape
-        self.X, self.offset, self.n, self.d = X, offset, n, d
-        self.R0 = self.L0 = self.tau0 = self.library = self.prec = None
-        self.cubes = {}
-        self.candidates = [[] for _ in range(n)]
-        # With return_queries: the points of each candidate's cube.
-        self.candidate_points = [[] for _ in range(n)]
-        self.repeated = np.zeros(n, dtype=bool)
-        self.reused_from = np.full(n, -1, dtype=np.intp)
-        self.target = np.full(n, -1, dtype=np.intp)
-        self.coef = np.full((n, d, n_outputs), np.nan)
-        self.intercept = np.full((n, n_outputs), np.nan)
-        self.error_bound = np.full(n, np.inf)
-        self.radius = np.full(n, float(init_radius))
-        self.n_iter = np.zeros(n, dtype=np.intp)
-        self.n_queries = np.zeros(n, dtype=np.intp)
-        self.status = np.full(n, "", dtype=object)
-        self.queries = None
-
-    def record_queries(self):
-        """Keep, per row, the points its reported local model was fitted on."""
-        self.queries = np.empty(self.n, dtype=object)
-        for i in range(self.n):
-            self.queries[i] = np.empty((0, self.d))
-
-    def keep_queries(self, i, points):
-        if self.queries is not None:
-            self.queries[i] = np.array(points, dtype=np.float64)
-
-    def owners(self, local_rows):
-        return local_rows + self.offset
-
-    def repeats_due(self, i):
-        """Queries of row ``i`` itself to send again in this round."""
-        if not self.repeated[i]:
-            return 1
-        return self.prec.needs_repeats(i)
-
-    def add_candidate(self, i, slope, intercept, stat, wc, sigma, radius, k, f64):
-        self.n_iter[i] += 1
-        self.candidates[i].append((slope, intercept, stat, wc, sigma, radius, k, f64))
-        if self.queries is not None:
-            self.candidate_points[i].append(self.cubes[i][0])
-
-    def best_candidate(self, i, search, limit=np.inf):
-        """The consistent attempt with the smallest bound, under the noise
-        level known now (a level learned later raises earlier bounds), among
-        those at most ``limit`` in radius."""
-        learned = 0.0 if search.noise is None else float(np.max(search.noise))
-        best, best_rel = None, np.inf
-        for idx, candidate in enumerate(self.candidates[i]):
-            slope, intercept, stat, wc, sigma, radius, k, f64 = candidate
-            if k >= len(search.history) or not search.consistent(k):
-                continue
-            if radius > limit:
-                continue
-            scaled = stat * max(1.0, learned / sigma)
-            rel = _relative_bound(scaled[None], wc[None], slope[None], np.array([f64]))[
-                0
-            ]
-            if best is None or rel < best_rel:
-                best, best_rel = (slope, intercept, radius, idx), rel
-        return best, best_rel
-
-    def keep_candidate_queries(self, i, idx):
-        """Keep the points of the cube candidate ``idx`` of row ``i`` came from."""
-        if self.queries is not None:
-            self.keep_queries(i, self.candidate_points[i][idx])
-
-    def record_estimate(self, i, slope, intercept, rel, radius):
-        self.coef[i], self.intercept[i] = slope, intercept
-        self.error_bound[i], self.radius[i] = rel, radius
-
-    def record_fallback(self, i):
-        """No consistent attempt: the last estimate, without a bound."""
-        if self.candidates[i]:
-            slope, intercept, *_, radius, _k, _f = self.candidates[i][-1]
-            self.coef[i], self.intercept[i] = slope, intercept
-            self.radius[i] = radius
-            if i in self.cubes:
-                self.keep_queries(i, self.cubes[i][0])
-        self.error_bound[i] = np.inf
-
-    def record_reuse(self, i, slope, intercept, rel, owner):
-        self.coef[i], self.intercept[i] = slope, intercept
-        self.error_bound[i], self.radius[i] = rel, np.nan
-        self.reused_from[i] = owner
-        self.status[i] = "exact"
-
-    def record_flat(self, i, L0, radius):
-        self.n_iter[i] += 1
-        self.coef[i] = 0.0
-        self.intercept[i] = L0 - L0.mean() if L0.size > 1 else L0
-        self.error_bound[i], self.radius[i] = np.inf, radius
-        self.status[i] = "flat"
-        self.keep_queries(i, self.cubes[i][0])
-
-    def as_dict(self):
-        extra = {} if self.queries is None else {"queries": self.queries}
-        return {
-            "coef": self.coef,
-            "intercept": self.intercept,
-            "target": self.target,
-            "status": self.status.astype(str),
-            "error_bound": self.error_bound,
-            "radius": self.radius,
-            "n_iter": self.n_iter,
-            "n_queries": self.n_queries,
-            "reused_from": self.reused_from,
-            "response_precision": self.prec.label(np.arange(self.n)).astype(str),
-        } | extra
-
-
 def _has_text_columns(X):
     """A DataFrame with at least one column that is not numeric."""
     dtypes = getattr(X, "dtypes", None)
     if dtypes is None or not hasattr(X, "columns"):
         return False
     return not all(is_numeric_dtype(X[c].dtype) for c in X.columns)
-
-
-def _pad_partial(part, n, n_outputs, d, first=0):
-    part = dict(part)
-    rows = slice(part.pop("offset") - first, None)
-    full = {
-        "coef": np.full((n, d, n_outputs), np.nan),
-        "intercept": np.full((n, n_outputs), np.nan),
-        "target": np.zeros(n, dtype=np.intp),
-        "status": np.full(n, "not_run", dtype=object),
-        "error_bound": np.full(n, np.inf),
-        "radius": np.full(n, np.nan),
-        "n_iter": np.zeros(n, dtype=np.intp),
-        "n_queries": np.zeros(n, dtype=np.intp),
-        "reused_from": np.full(n, -1, dtype=np.intp),
-        "response_precision": np.full(n, "", dtype=object),
-    }
-    if "queries" in part:
-        full["queries"] = np.empty(n, dtype=object)
-        for i in range(n):
-            full["queries"][i] = np.empty((0, d))
-    for key, arr in part.items():
-        full[key][rows][: arr.shape[0]] = arr
-    return full
 
 
 def _warn_failures(status):

@@ -59,6 +59,7 @@ class RadiusSearch:
 
     def __init__(
         self,
+        *,
         radius,
         min_radius,
         max_radius,

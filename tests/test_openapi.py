@@ -412,6 +412,52 @@ def test_failure_mid_way_keeps_finished_rows(iris_model):
     np.testing.assert_array_equal(partial.coef[done], clean.coef[done])
 
 
+def test_failing_parallel_chunk_leaves_a_full_partial(iris_model):
+    # The partial result of a chunk that fails while another chunk runs is an
+    # Explanation with every field of a clean result (queries included), its
+    # finished rows as a clean run gives them, and no estimate for the rest.
+    from joblib import parallel_config
+
+    _, X = iris_model
+    rng = np.random.default_rng(0)
+    A, B = rng.normal(size=(4, 3)), rng.normal(size=(4, 3))
+    rows = X[:8].copy()
+    rows[[4, 7], 0] = 5.5, 4.5  # clear of the kink: exact in one round
+    rows[[5, 6], 0] = 5.0  # on the kink at x0 = 5: a second round
+    seen = {"n": 0, "fail": True}
+
+    def kinked(Z):
+        # Fails on the third call that concerns rows 5 and 6 (their origins,
+        # first cubes, second cubes), whichever thread sends it.
+        logits = np.where(Z[:, :1] < 5.0, Z @ A, Z @ B)
+        P = np.exp(logits - logits.max(axis=1, keepdims=True))
+        P /= P.sum(axis=1, keepdims=True)
+        if np.abs(Z[:, 1:] - rows[5, 1:]).max(axis=1).min() < 0.01:
+            seen["n"] += 1
+            if seen["fail"] and seen["n"] >= 3:
+                P[:] = np.nan
+        return P
+
+    explainer = OpenAPIExplainer(kinked, n_jobs=2, random_state=0).fit(X)
+    with parallel_config(backend="threading"):
+        with pytest.raises(ModelResponseError) as info:
+            explainer.explain(rows, return_queries=True)
+        seen["fail"] = False
+        clean = _quiet_explain(explainer, rows, return_queries=True)
+    partial = info.value.partial
+    assert isinstance(partial, Explanation) and partial.fields == clean.fields
+    # The first chunk's results are lost with the call that raised.
+    expected = ["not_run"] * 4 + ["exact", "not_run", "not_run", "exact"]
+    np.testing.assert_array_equal(partial.status, expected)
+    done = partial.status == "exact"
+    np.testing.assert_array_equal(partial.coef[done], clean.coef[done])
+    for i in np.flatnonzero(done):
+        np.testing.assert_array_equal(partial.queries[i], clean.queries[i])
+    assert np.isnan(partial.values[~done]).all()
+    assert np.isinf(partial.error_bound[~done]).all()
+    assert all(partial.queries[i].shape == (0, 4) for i in np.flatnonzero(~done))
+
+
 # -- determinism and batching -----------------------------------------------------
 class RowwiseMLP:
     """A ReLU network evaluated row by row (no BLAS), so that a point's response

@@ -227,7 +227,15 @@ def test_search_near_a_boundary_respects_max_iter(relu_net):
 def test_a_cube_with_residuals_above_the_noise_is_not_consistent():
     # Such a cube is never certified, whatever its bound: residuals read as
     # noise do not cover the bias of a boundary inside it.
-    search = RadiusSearch(1e-3, 1e-9, 1.0, 1e-8, 4, 5, 20)
+    search = RadiusSearch(
+        radius=1e-3,
+        min_radius=1e-9,
+        max_radius=1.0,
+        rtol=1e-8,
+        n_features=4,
+        n_witnesses=5,
+        n_more=20,
+    )
     search.record(Attempt(1e-3, np.array([9.0, 0.5]), 1e-12, False))
     assert not search.last_consistent()
     search.record(Attempt(1e-4, np.array([0.9, 0.5]), 1e-9, False))

@@ -1,0 +1,363 @@
+"""The certificate's verdict on a round of cubes: fit, bound, decide.
+
+Each row's cube is fitted by least squares; the residuals over its spare
+points estimate the response noise, which bounds the slopes' error. A row is
+certified ``"exact"`` when that bound meets ``rtol`` on a cube its radius
+search finds consistent (linear); otherwise its search picks the next radius,
+or, when none is left, the row gets the best estimate its candidates allow
+and a status naming why it was not certified.
+"""
+
+# SPDX-License-Identifier: BSD-3-Clause
+
+from dataclasses import dataclass
+from typing import NamedTuple
+
+import numpy as np
+
+from sklearn_plm_explain._certify import BOUND_Z, fit_local_models, noise_inflation
+from sklearn_plm_explain._chunk_state import Candidate
+from sklearn_plm_explain._precision import (
+    NoiseModel,
+    relative,
+    statistical_abs,
+    worst_case_abs,
+)
+from sklearn_plm_explain._radius import Attempt
+
+# A row whose noise scale exceeds its relative rounding floor this many times
+# owes its imprecision to saturated probabilities.
+_ABSOLUTE_DOMINANCE = 100.0
+
+
+@dataclass(frozen=True, kw_only=True)
+class Cubes:
+    """Cubes of equal size, one for each of ``rows``, ready to be fitted.
+
+    ``A`` (n, m, d + 1) is the design ``[1, U]``, ``U`` in units of
+    ``step`` (n, d), and ``Y`` (n, m, K) the responses as log values, both
+    with the row itself first; ``P`` the probabilities (n, m, C) when the
+    model returns them, else None; ``bad`` (n,) marks cubes with an unusable
+    response (a probability of 0), ``model`` is the rows' noise model and
+    ``n_orthogonal`` (n,) how many leading points of each cube (the row
+    itself included) form an orthogonal design, 0 for a factorised fit.
+    """
+
+    rows: np.ndarray
+    A: np.ndarray
+    Y: np.ndarray
+    P: np.ndarray | None
+    step: np.ndarray
+    bad: np.ndarray
+    model: NoiseModel
+    n_orthogonal: np.ndarray
+
+
+@dataclass(frozen=True, kw_only=True)
+class _Fits:
+    """The local models of a round's cubes and their bounds (see
+    :meth:`CubeJudge._fit`)."""
+
+    slope: np.ndarray
+    intercept: np.ndarray
+    sigma_hat: np.ndarray
+    se_x: np.ndarray
+    dof: np.ndarray
+    sigma: np.ndarray
+    by_estimate: np.ndarray
+    stat: np.ndarray
+    wc: np.ndarray
+    rel: np.ndarray
+
+
+class _Best(NamedTuple):
+    """A row's best candidate: its estimate, radius and index."""
+
+    slope: np.ndarray
+    intercept: np.ndarray
+    radius: float
+    index: int
+
+
+class CubeJudge:
+    """Judges the cubes of one chunk's rows, round after round.
+
+    Parameters
+    ----------
+    config : SearchConfig
+        The search's configuration.
+    state : ChunkState
+        The chunk's rows, whose results the verdicts are recorded in.
+    """
+
+    def __init__(self, config, state):
+        self.config = config
+        self.state = state
+        self.centre = config.kind != "regression"
+
+    def judge(self, cubes, searches):
+        """Fit and judge ``cubes``; rows whose search ends leave ``searches``."""
+        state, model = self.state, cubes.model
+        fits = self._fit(cubes, searches)
+        # Bitwise identical responses everywhere in the cube: a dead region;
+        # unless the row is saturated, where rounding pins the responses, or
+        # the responses are coarse (float32, rounded), where they are pinned
+        # on any cube too small for the change to show: such a cube's slope
+        # is unresolved (its bound infinite) and the search grows it. A
+        # float32 row still pinned on the largest cube is flat.
+        Y, bad, rows = cubes.Y, cubes.bad, cubes.rows
+        pinned = np.all(Y == Y[:, :1, :], axis=(1, 2))
+        flat = pinned & ~bad & state.sharp[rows]
+        wide_flat = (
+            pinned
+            & ~bad
+            & model.coarse
+            & (model.quantum == 0)
+            & model.deterministic
+            & np.array([searches[i].radius >= self.config.max_radius for i in rows])
+        )
+        clipped = _clipped(cubes.P, len(rows)) & model.float64
+        for j, i in enumerate(rows):
+            search = searches[i]
+            if flat[j] or wide_flat[j]:
+                state.record_flat(i, Y[j, 0], search.radius)
+                del searches[i]
+            elif clipped[j] or (pinned[j] and model.float64[j] and not state.sharp[i]):
+                # Pinned responses carry no slope: no estimate from this cube.
+                state.record_saturated(i)
+                del searches[i]
+            elif self._attempt_ends_search(cubes, fits, j, search):
+                del searches[i]
+
+    def _fit(self, cubes, searches):
+        """Local models of the cubes, and their error bounds."""
+        model, Y = cubes.model, cubes.Y
+        tau = model.tau(Y, cubes.P, self.centre)
+        slope, intercept, sigma_hat, se_x, dof = fit_local_models(
+            cubes.A,
+            Y,
+            self.state.X[cubes.rows],
+            cubes.step,
+            self.centre,
+            tau,
+            n_orthogonal=cubes.n_orthogonal,
+        )
+        # One noise level for all columns: the centred log-ratios share their
+        # rounding errors, and a column whose own residuals are small by
+        # chance must not get a bound that is small by chance. In units of
+        # the noise model, whose scale 1 is the floor.
+        pooled = sigma_hat.max(axis=1) * noise_inflation(dof)
+        learned = np.array(
+            [
+                0.0 if searches[i].noise is None else searches[i].noise.max()
+                for i in cubes.rows
+            ]
+        )
+        sigma = np.maximum(np.maximum(pooled, 1.0), learned)
+        by_estimate = pooled >= np.maximum(1.0, learned)
+        stat, wc = self._bound_parts(cubes, tau, se_x, sigma)
+        rel = relative_bound(stat, wc, slope, model.float64)
+        return _Fits(
+            slope=slope,
+            intercept=intercept,
+            sigma_hat=sigma_hat,
+            se_x=se_x,
+            dof=dof,
+            sigma=sigma,
+            by_estimate=by_estimate,
+            stat=stat,
+            wc=wc,
+            rel=np.where(cubes.bad, np.inf, rel),
+        )
+
+    def _bound_parts(self, cubes, tau, se_x, sigma):
+        """Absolute L1 bounds (n, K) on the slopes: statistical, worst case.
+
+        The statistical part is the noise level propagated through the fit.
+        For rounded responses the worst-case part adds the bounded rounding
+        error, propagated through the pseudo-inverse (rigorous if the model is
+        affine on the cube); for a noisy service the level is at least the
+        upper confidence bound of the scatter its repeats showed.
+        """
+        model, A, Y, P, step = cubes.model, cubes.A, cubes.Y, cubes.P, cubes.step
+        K = Y.shape[2]
+        # Deterministic float64 rows: the certificate's original form, the
+        # noise level times the sum of the standard errors (the floor there
+        # is orders of magnitude above the actual rounding noise).
+        stat = (BOUND_Z * sigma * se_x.sum(axis=1))[:, None] * np.ones(K)
+        coarse = model.coarse
+        if coarse.any():
+            point, ucb = model.scatter_floor()
+            with np.errstate(divide="ignore", invalid="ignore"):
+                ratio = np.where(point > 0, ucb / point, np.where(ucb > 0, np.inf, 1.0))
+            level = np.maximum(sigma, ratio)
+            upper = statistical_abs(level[:, None], se_x, n_columns=K) * np.ones(K)
+            stat = np.where(coarse[:, None], upper, stat)
+        wc = np.zeros_like(stat)
+        rounded = model.quantum > 0
+        if rounded.any():
+            g = np.flatnonzero(rounded)
+            delta = model.take(g).delta(Y[g], None if P is None else P[g], self.centre)
+            finite = np.all(np.isfinite(delta), axis=(1, 2))
+            delta = np.where(np.isfinite(delta), delta, 0.0)
+            part = worst_case_abs(A[g], tau[g], delta, step[g])
+            wc[g] = np.where(finite[:, None], part, np.inf)
+        return stat, wc
+
+    def _attempt_ends_search(self, cubes, fits, j, search):
+        """Record the ``j``-th cube as an attempt of its row; whether the
+        row's search is over (certified, or out of radii)."""
+        state, model, i = self.state, cubes.model, cubes.rows[j]
+        search.coarse = bool(model.coarse[j])
+        candidate = Candidate(
+            slope=fits.slope[j],
+            intercept=fits.intercept[j],
+            stat=fits.stat[j],
+            wc=fits.wc[j],
+            sigma=fits.sigma[j],
+            radius=search.radius,
+            attempt=len(search.history),
+            float64=bool(model.float64[j]),
+        )
+        state.add_candidate(i, candidate)
+        search.record(
+            Attempt(
+                radius=search.radius,
+                sigma_hat=fits.sigma_hat[j],
+                rel_error=fits.rel[j],
+                bad=bool(cubes.bad[j]),
+                estimate_limited=bool(fits.by_estimate[j]),
+                dof=int(fits.dof[j]),
+            )
+        )
+        # A cube whose residuals stand above the noise is not linear: its
+        # bound, read from those residuals as if they were noise, does not
+        # cover the bias a boundary inside it causes.
+        # Coarse rows claim it only inside the margin of any kink seen.
+        inside = not search.coarse or search.radius <= search.safe_radius()
+        if fits.rel[j] <= self.config.rtol and search.last_consistent() and inside:
+            self._certified(fits, j, i, search.radius, bool(model.float64[j]))
+            return True
+        nxt = None
+        if state.result.n_iter[i] < self.config.max_iter:
+            nxt = search.next_radius()
+        if nxt is None:
+            self.finish(i, search)
+            return True
+        search.radius = nxt
+        return False
+
+    def _certified(self, fits, j, i, radius, float64):
+        """Row ``i`` is exact on its cube (the ``j``-th): record it, and offer
+        its model to the other rows."""
+        state = self.state
+        slope, intercept, rel = fits.slope[j], fits.intercept[j], fits.rel[j]
+        state.record_estimate(i, slope, intercept, rel, radius)
+        state.keep_queries(i, state.cubes[i][0])
+        state.result.status[i] = "exact"
+        if state.library is not None and float64:
+            state.library.add(
+                state.X[i],
+                slope,
+                intercept,
+                rel,
+                state.offset + i,
+                radius,
+                fits.sigma[j] * fits.se_x[j],
+            )
+
+    def finish(self, i, search):
+        """Status and estimate of a row whose search ended without an exact cube.
+
+        Its estimate is the consistent attempt with the smallest bound (a cube
+        that failed the residual test never lends its bound to a row): for
+        coarse responses, where ``rtol`` is mostly out of reach, that attempt
+        certifies the row as ``"approximate"`` when its bound is below 1.
+        """
+        state = self.state
+        limit = search.safe_radius() if search.coarse else np.inf
+        best, rel = self._best_candidate(i, search, limit)
+        if best is not None:
+            state.record_estimate(i, best.slope, best.intercept, rel, best.radius)
+            state.keep_candidate_queries(i, best.index)
+        else:
+            state.record_fallback(i)
+        status = state.result.status
+        if search.coarse and best is not None and rel < 1.0 and not self._absolute(i):
+            status[i] = "exact" if rel <= self.config.rtol else "approximate"
+            return
+        status[i] = self._failure_status(i, search)
+        if status[i] == "saturated":
+            # Its noise model does not hold (the responses' precision is lost
+            # to an absolute error): no bound.
+            state.result.error_bound[i] = np.inf
+
+    def _best_candidate(self, i, search, limit=np.inf):
+        """The consistent attempt with the smallest bound, under the noise
+        level known now (a level learned later raises earlier bounds), among
+        those at most ``limit`` in radius."""
+        learned = 0.0 if search.noise is None else float(np.max(search.noise))
+        best, best_rel = None, np.inf
+        for idx, c in enumerate(self.state.candidates[i]):
+            if c.attempt >= len(search.history) or not search.consistent(c.attempt):
+                continue
+            if c.radius > limit:
+                continue
+            scaled = c.stat * max(1.0, learned / c.sigma)
+            rel = relative_bound(
+                scaled[None], c.wc[None], c.slope[None], np.array([c.float64])
+            )[0]
+            if best is None or rel < best_rel:
+                best, best_rel = _Best(c.slope, c.intercept, c.radius, idx), rel
+        return best, best_rel
+
+    def _failure_status(self, i, search):
+        status = search.failure_status()
+        if status in ("imprecise", "boundary") and self._absolute(i):
+            # The responses' precision is lost because a probability sits so
+            # close to 0 that it is only known as 1 - p: no cube both small
+            # enough and resolved exists because of saturation, whatever the
+            # region's size.
+            return "saturated"
+        return status
+
+    def _absolute(self, i):
+        """Row ``i``'s own noise is ruled by the absolute error of a 1 - p."""
+        if self.config.kind != "proba":
+            return False
+        state = self.state
+        model = state.prec.model([i])
+        L0 = state.L0[i][None, None, :]
+        with_grid = model.rounding_tau(L0, state.R0[i][None, None, :])[0, 0]
+        relative = model.rounding_tau(L0, None)[0, 0]
+        return with_grid > _ABSOLUTE_DOMINANCE * relative
+
+
+def relative_bound(stat, wc, slope, float64):
+    """Bound on the relative L1 error of every column's slope, worst column.
+
+    Deterministic float64 rows keep the certificate's original form (the
+    absolute bound over the estimate's norm, exact to far below ``rtol``);
+    coarse rows add the worst-case part and divide by the smallest norm the
+    true slope can have.
+    """
+    norm = np.abs(slope).sum(axis=1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        plain = np.where(norm > 0, stat / norm, np.inf)
+    coarse = relative(stat + wc, slope)
+    return np.where(float64[:, None], plain, coarse).max(axis=1)
+
+
+def _clipped(P, n):
+    """Rows whose cube shows a class probability held at one value.
+
+    Under a softmax of affine logits a probability below 1/2 changes in
+    its last bits wherever the others change: one that stays bitwise
+    constant across the cube while they move has been clipped or floored
+    by the model, and its log-ratios are not the logits'.
+    """
+    if P is None:
+        return np.zeros(n, dtype=bool)
+    constant = np.all(P == P[:, :1, :], axis=1) & (P[:, 0, :] < 0.5)
+    moving = ~np.all(P == P[:, :1, :], axis=1)
+    return constant.any(axis=1) & moving.any(axis=1)

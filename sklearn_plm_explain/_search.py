@@ -1,0 +1,462 @@
+"""The OpenAPI search: certified local linear models of one chunk of rows.
+
+:class:`LocalModelSearch` runs in rounds of one model call each. The rows'
+own responses come first; then every row still searching sends a cube of
+points around itself at its current radius (and, in its first rounds, itself
+again, to tell a deterministic service from a noisy one), a
+:class:`~sklearn_plm_explain._judge.CubeJudge` fits and judges the cubes, and
+each row's :class:`~sklearn_plm_explain._radius.RadiusSearch` picks its next
+radius until the row has a status. With region reuse, rows wait for a
+certified model of another row that their own response agrees with, and a
+few fresh probes confirm it instead of a search.
+"""
+
+# SPDX-License-Identifier: BSD-3-Clause
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from sklearn_plm_explain._blackbox import ModelResponseError, row_generators
+from sklearn_plm_explain._certify import grid_rounded
+from sklearn_plm_explain._chunk_state import ChunkState
+from sklearn_plm_explain._design import design
+from sklearn_plm_explain._judge import CubeJudge, Cubes
+from sklearn_plm_explain._precision import NOISE_CAP
+from sklearn_plm_explain._radius import RadiusSearch
+from sklearn_plm_explain._regions import N_PAIRS, RegionLibrary
+
+# A row boxed in between too-small and non-linear cubes may use up to this
+# many times (d + 1) witnesses at its largest consistent radius.
+_MORE_WITNESSES = 4
+_SMALLEST_NORMAL = np.finfo(np.float64).tiny
+# Rows with coarse responses (float32, rounded, noisy) step every feature by
+# at least this fraction of the median scale: a nearly constant feature (a
+# digit's corner pixel) would otherwise get a tiny step, and its slope's error
+# in input units, which grows as the step shrinks, would rule the L1 bound.
+_MIN_RELATIVE_SCALE = 0.1
+# With region reuse, the first wave of rows searched is this fraction of the
+# batch; waves then double, so the number of rounds grows by a constant.
+_FIRST_WAVE = 32
+
+
+# Not compared (eq=False): it holds an array, whose == is elementwise.
+@dataclass(frozen=True, kw_only=True, eq=False)
+class SearchConfig:
+    """What the search needs to know, fixed for one call of ``explain``.
+
+    The explainer builds it from its parameters and fitted attributes (see
+    :class:`~sklearn_plm_explain.OpenAPIExplainer` for their meaning).
+
+    Parameters
+    ----------
+    kind : {"proba", "logit", "regression"}
+        What the model's responses are.
+    n_outputs : int
+        Number of response columns fitted (at least 2 for classifiers).
+    scale : ndarray of shape (n_features,)
+        Per-feature unit of the cubes.
+    init_radius, min_radius, max_radius : float
+        First, smallest and largest half-width of a cube, in units of
+        ``scale``.
+    n_witnesses : int
+        Points sampled beyond the ``d + 1`` needed to solve.
+    rtol : float
+        Target relative L1 error of every class's slope.
+    max_iter : int
+        Largest number of attempts per row.
+    reuse_regions : bool, default=False
+        Let rows reuse other rows' certified models.
+    response_precision : str or float, default="auto"
+        The precision of the responses, or ``"auto"`` to read it.
+    return_queries : bool, default=False
+        Keep, per row, the points its reported model was fitted on.
+    """
+
+    kind: str
+    n_outputs: int
+    scale: np.ndarray
+    init_radius: float
+    min_radius: float
+    max_radius: float
+    n_witnesses: int
+    rtol: float
+    max_iter: int
+    reuse_regions: bool = False
+    response_precision: str | float = "auto"
+    return_queries: bool = False
+
+
+class LocalModelSearch:
+    """Certified local linear models of one chunk of rows.
+
+    Parameters
+    ----------
+    config : SearchConfig
+        What the search needs to know.
+    black_box : BlackBox
+        The model, as queried.
+
+    Attributes
+    ----------
+    state : ChunkState
+        After :meth:`run`, what the search learned about the rows.
+    judge : CubeJudge
+        After :meth:`run`, the judge of their cubes.
+    """
+
+    def __init__(self, config, black_box):
+        self.config = config
+        self.black_box = black_box
+
+    def run(self, X, target, seed, offset=0):
+        """Search the rows ``X`` (rows ``offset`` on of the batch).
+
+        Parameters
+        ----------
+        X : ndarray of shape (n, d)
+            The rows.
+        target : ndarray of shape (n,)
+            Class index per row, -1 for the predicted class.
+        seed : int
+            Base seed of the rows' generators.
+        offset : int, default=0
+            Position of the first row in the batch.
+
+        Returns
+        -------
+        result : ResultTable
+            The rows' result fields.
+
+        Raises
+        ------
+        ModelResponseError
+            From the model; its ``partial`` holds the result table, the rows
+            not finished marked ``"not_run"``.
+        """
+        self.state = state = ChunkState(X, offset, self.config)
+        self.judge = CubeJudge(self.config, state)
+        try:
+            self._query_origins(target)
+            rngs = row_generators(X, seed)
+            if self.config.reuse_regions:
+                state.library = RegionLibrary(centre=self.config.kind != "regression")
+            self._solve(rngs)
+        except ModelResponseError as err:
+            err.partial = state.finished()
+            raise
+        return state.finished()
+
+    def _query_origins(self, target):
+        state, kind = self.state, self.config.kind
+        R0 = self.black_box.query(state.X, state.owners(np.arange(state.n)))
+        state.result.n_queries += 1
+        state.R0 = R0
+        state.prec.set_origins(R0)
+        model = state.prec.model(np.arange(state.n))
+        state.L0, sat = self._to_log(R0, model.tiny)
+        state.tau0 = self._tau(state.L0, R0, model)
+        state.sharp = model.sharp.copy()
+        if kind == "proba":
+            state.sharp &= ~grid_rounded(R0).any(axis=1)
+        state.result.status[sat] = "saturated"
+        state.result.radius[sat] = np.nan
+        predicted = np.argmax(R0, axis=1)
+        state.result.target[:] = np.where(target >= 0, target, predicted)
+
+    def _solve(self, rngs):
+        """Rounds of one model call each, until every row has a status.
+
+        Without region reuse every row starts its radius search at once. With
+        it, rows are released for a search in growing waves; the others wait
+        for a certified model their response agrees with, which a fresh
+        antithetic pair of neighbours then confirms (its queries join the
+        round's call).
+        """
+        state = self.state
+        waiting = state.pending()
+        searches = {}
+        release = waiting.size
+        if state.library is not None:
+            release = max(1, waiting.size // _FIRST_WAVE)
+        checked = 0
+        while waiting.size or searches:
+            match = np.full(waiting.size, -1, dtype=np.intp)
+            if state.library is not None and len(state.library) > checked:
+                match = state.library.first_match(
+                    state.X[waiting], state.L0[waiting], state.tau0[waiting], checked
+                )
+                checked = len(state.library)
+                # Agreement within a noise that is not at float precision
+                # (probabilities known only as 1 - p, float32 or rounded
+                # responses) cannot tell regions apart.
+                match[~state.sharp[waiting]] = -1
+            free = waiting[match < 0][:release]
+            release *= 2
+            for i in free:
+                searches[i] = self._new_search(i)
+            confirm = self._probe_plan(waiting, match)
+            far = [i for i, (_, rho) in confirm.items() if not np.isfinite(rho)]
+            for i in far:
+                del confirm[i]
+                searches[i] = self._new_search(i)
+            waiting = np.setdiff1d(
+                waiting, np.concatenate([free, list(confirm), far]).astype(np.intp)
+            )
+            released = self._round(searches, rngs, confirm)
+            for i in released:
+                searches[i] = self._new_search(i)
+
+    def _new_search(self, i):
+        config, d = self.config, self.state.d
+        search = RadiusSearch(
+            radius=config.init_radius,
+            min_radius=config.min_radius,
+            max_radius=config.max_radius,
+            rtol=config.rtol,
+            n_features=d,
+            n_witnesses=config.n_witnesses,
+            n_more=max(config.n_witnesses, _MORE_WITNESSES * (d + 1)),
+            noise_cap=NOISE_CAP,
+        )
+        search.signature = self.state.prec.signature(i)
+        return search
+
+    def _probe_plan(self, waiting, match):
+        """Reuse candidates: ``{row: (model, probe radius)}``."""
+        rows = waiting[match >= 0]
+        if rows.size == 0:
+            return {}
+        models = match[match >= 0]
+        rho = self.state.library.probe_radius(models)
+        return {i: (j, r) for i, j, r in zip(rows, models, rho)}
+
+    def _round(self, searches, rngs, confirm):
+        """One model call: the rows' attempts and the reuse confirmations.
+
+        Each row also sends itself again in its first round (and, once its
+        answers turn out not to repeat, a few more times in the next): a
+        deterministic service answers bitwise as before, a noisy one shows
+        its scatter. Returns the rows whose confirmation failed, to be searched
+        from now on.
+        """
+        state = self.state
+        rows = np.fromiter(searches, dtype=np.intp)
+        c_rows = np.fromiter(confirm, dtype=np.intp)
+        r_rows, r_counts = [], []
+        for i in rows:
+            k = state.repeats_due(i)
+            if k:
+                r_rows.append(i)
+                r_counts.append(k)
+        r_rows = np.array(r_rows, dtype=np.intp)
+        sizes = [searches[i].n_new for i in rows] + [2 * N_PAIRS] * c_rows.size
+        counts = np.array(sizes + r_counts, dtype=np.intp)
+        if counts.size == 0:
+            return []
+        # All of the round's points go into one block, written in place (at
+        # image width they are the largest arrays of the search).
+        ends = np.cumsum(counts)
+        Q = np.empty((int(ends[-1]), state.d))
+        draws = [Q[b - k : b] for b, k in zip(ends, counts)]
+        n_fit = rows.size + c_rows.size
+        steps = self._cube_points(searches, rows, rngs, draws[: rows.size])
+        self._probe_points(confirm, c_rows, rngs, draws[rows.size : n_fit])
+        for i, pts in zip(r_rows, draws[n_fit:]):
+            pts[:] = state.X[i]
+        owners = np.repeat(np.concatenate([rows, c_rows, r_rows]), counts)
+        R = self.black_box.query(Q, state.owners(owners))
+        n_queries = state.result.n_queries
+        n_queries[rows] += counts[: rows.size]
+        n_queries[c_rows] += 2 * N_PAIRS
+        np.add.at(n_queries, r_rows, np.asarray(r_counts, dtype=np.intp))
+        parts = np.split(R, ends[:-1])
+        if r_rows.size:
+            self._add_repeats(r_rows, parts[n_fit:])
+        self._attempt(searches, rows, draws, parts, steps)
+        # A finished row's last cube is no longer needed.
+        for i in set(state.cubes).difference(searches):
+            del state.cubes[i]
+        c_points = None
+        if c_rows.size:
+            c_points = Q[
+                ends[n_fit - 1] - counts[rows.size : n_fit].sum() : ends[n_fit - 1]
+            ]
+        return self._confirm(confirm, c_rows, c_points, parts[rows.size : n_fit])
+
+    def _cube_points(self, searches, rows, rngs, draws):
+        """Write each searching row's next cube into ``draws``; its steps."""
+        steps = []
+        for i, pts in zip(rows, draws):
+            search = searches[i]
+            step = search.radius * self._row_scale(search)
+            u = design(rngs[i], search.n_new, self.state.d, fresh=not search.keep)
+            if not search.keep:
+                # The new cube's design, the origin included, is orthogonal.
+                search.n_orthogonal = search.n_new + 1
+            np.multiply(u, step, out=pts)
+            pts += self.state.X[i]
+            steps.append(step)
+        return steps
+
+    def _probe_points(self, confirm, c_rows, rngs, draws):
+        """Write the probes confirming each waiting row's reused model."""
+        for i, pts in zip(c_rows, draws):
+            # Antithetic pairs in independent directions: if the row sits on a
+            # region boundary, one of each pair lies beyond it, so a boundary
+            # row is never waved through; and a slope difference above the
+            # certified tolerance shows in one of the directions (see
+            # ``RegionLibrary.probe_radius``).
+            g = rngs[i].standard_normal((N_PAIRS, self.state.d))
+            u = g * confirm[i][1] * self.config.scale
+            pts[:] = self.state.X[i] + np.concatenate([u, -u])
+
+    def _add_repeats(self, rows, parts):
+        """The answers of rows sent again: evidence of the service's scatter."""
+        state = self.state
+        model = state.prec.model(rows)
+        P0 = state.R0[rows, None, :] if self.config.kind == "proba" else None
+        floor = model.rounding_tau(state.L0[rows, None, :], P0)[:, 0]
+        for i, resp, f in zip(rows, parts, floor):
+            state.repeated[i] = True
+            state.prec.add_repeats(i, resp, self._centred_log, f)
+
+    def _confirm(self, confirm, rows, points, parts):
+        if rows.size == 0:
+            return []
+        state = self.state
+        p = 2 * N_PAIRS
+        R = np.concatenate(parts)
+        origin = np.repeat(rows, p)
+        for i, resp in zip(rows, parts):
+            state.prec.update(i, resp)
+        model = state.prec.model(origin)
+        L, bad = self._to_log(R, model.tiny)
+        tau = self._tau(L, R, model)
+        models = np.array([confirm[i][0] for i in rows], dtype=np.intp)
+        agree = state.library.confirm(
+            state.X[rows],
+            state.L0[rows],
+            state.tau0[rows],
+            points.reshape(rows.size, p, -1),
+            L.reshape(rows.size, p, -1),
+            tau.reshape(rows.size, p),
+            models,
+        )
+        usable = (~bad & model.sharp).reshape(rows.size, p).all(axis=1)
+        ok = agree & usable
+        for k, (i, j, good) in enumerate(zip(rows, models, ok)):
+            if good:
+                state.record_reuse(i, *state.library.model(j))
+                state.keep_queries(i, points[p * k : p * (k + 1)])
+        return rows[~ok]
+
+    def _attempt(self, searches, rows, draws, parts, steps):
+        """Add each row's new points to its cube; judge cubes of equal size
+        together."""
+        state = self.state
+        cubes = []
+        for i, pts, resp in zip(rows, draws, parts):
+            search = searches[i]
+            state.prec.update(i, resp)
+            signature = state.prec.signature(i)
+            if signature != search.signature:
+                # What the responses showed changed the noise model (e.g. a
+                # first answer of exactly 0.5 looked like one decimal): the
+                # earlier attempts were judged by another one.
+                search.reset()
+                search.signature = signature
+                state.forget_candidates(i)
+            if search.keep:
+                old_pts, old_resp = state.cubes[i]
+                pts, resp = np.vstack([old_pts, pts]), np.vstack([old_resp, resp])
+            state.cubes[i] = (pts, resp)
+            cubes.append((pts, resp))
+        sizes = np.array([len(c[0]) for c in cubes])
+        for size in np.unique(sizes):
+            g = np.flatnonzero(sizes == size)
+            batch = self._cubes(
+                searches,
+                rows[g],
+                [cubes[j][0] for j in g],
+                np.stack([cubes[j][1] for j in g]),
+                np.stack([steps[j] for j in g]),
+            )
+            self.judge.judge(batch, searches)
+
+    def _cubes(self, searches, rows, points, R, step):
+        """The cubes of ``rows`` as the judge fits them (the row itself first);
+        ``points`` a list of (m, d) arrays."""
+        state = self.state
+        n, d = len(rows), state.d
+        model = state.prec.model(rows)
+        tiny = np.repeat(model.tiny, R.shape[1])
+        L, bad = self._to_log(R.reshape(-1, R.shape[2]), tiny)
+        L = L.reshape(R.shape)
+        bad = bad.reshape(n, -1).any(axis=1)
+        # The design [1, U] of the fit, the origin first: the points as
+        # actually represented, not as drawn, built in place (these arrays are
+        # the largest of a round).
+        A = np.empty((n, len(points[0]) + 1, d + 1))
+        A[:, :, 0] = 1.0
+        A[:, 0, 1:] = 0.0
+        for j, (i, pts) in enumerate(zip(rows, points)):
+            U = A[j, 1:, 1:]
+            np.subtract(pts, state.X[i], out=U)
+            U /= step[j]
+        # Float64 rows are fitted by products over their cube's orthogonal
+        # design; coarse rows, whose worst-case bound needs the weighted
+        # pseudo-inverse, are factorised.
+        n_orth = np.array([searches[i].n_orthogonal for i in rows], dtype=np.intp)
+        n_orth[~model.float64] = 0
+        Y = np.concatenate([state.L0[rows, None, :], L], axis=1)
+        P = None
+        if self.config.kind == "proba":
+            P = np.concatenate([state.R0[rows, None, :], R], axis=1)
+        return Cubes(
+            rows=rows,
+            A=A,
+            Y=Y,
+            P=P,
+            step=step,
+            bad=bad,
+            model=model,
+            n_orthogonal=n_orth,
+        )
+
+    def _row_scale(self, search):
+        """Per-feature unit of a row's cube (wider floor for coarse rows)."""
+        scale = self.config.scale
+        if not search.coarse:
+            return scale
+        return np.maximum(scale, _MIN_RELATIVE_SCALE * np.median(scale))
+
+    # -- reading responses --------------------------------------------------------
+    def _to_log(self, R, tiny=_SMALLEST_NORMAL):
+        if self.config.kind != "proba":
+            return R, np.zeros(R.shape[0], dtype=bool)
+        # Below the smallest normal number of the response precision a
+        # probability has underflowed, or sits on a floor a model put there
+        # (e.g. against exact zeros): its log says nothing about the logits.
+        zero = R < np.reshape(tiny, (-1, 1))
+        with np.errstate(divide="ignore"):
+            L = np.log(np.where(zero, 1.0, R))
+        return L, zero.any(axis=1)
+
+    def _tau(self, L, R, model):
+        """Noise scale of single responses (see ``NoiseModel.tau``)."""
+        kind = self.config.kind
+        P = R[:, None, :] if kind == "proba" else None
+        return model.tau(L[:, None, :], P, kind != "regression")[:, 0]
+
+    def _centred_log(self, R):
+        """Centred log values of responses (for the scatter of repeats)."""
+        kind = self.config.kind
+        if kind != "proba":
+            L = np.asarray(R, dtype=np.float64)
+        else:
+            with np.errstate(divide="ignore"):
+                L = np.log(np.asarray(R, dtype=np.float64))
+        if kind == "regression":
+            return L
+        return L - L.mean(axis=1, keepdims=True)
