@@ -49,6 +49,8 @@ _DEFAULT_RADIUS = 2e-4
 # this size: the allocator then reuses their memory from group to group,
 # where larger ones are mapped afresh and paid for again page by page.
 _ARRAY_BYTES = 16 * 2**20
+# With n_jobs > 1 the rows go to the workers in this many steps.
+_PARALLEL_STEPS = 4
 
 
 STATUSES = {
@@ -544,7 +546,12 @@ class OpenAPIExplainer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         """
         config = self._search_config(return_queries)
         jobs = max(1, effective_n_jobs(self.n_jobs))
-        group = self._rows_per_group(X.shape[1]) * jobs
+        group = self._rows_per_group(X.shape[1])
+        if jobs > 1:
+            # Workers explain their share a group at a time themselves; a
+            # few large tasks spare sending the model and rows again and
+            # again (the bar then moves a quarter of the rows at a time).
+            group = max(group * jobs, -(-(stop - start) // _PARALLEL_STEPS))
         parts = []
         with progress_bar(stop - start, self.verbose, desc="OpenAPIExplainer") as bar:
             for a in range(start, stop, group):
@@ -710,9 +717,21 @@ class OpenAPIExplainer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         )
 
     def _explain_rows(self, rows, X, target, seed, frame, config):
-        """The result table of the rows ``rows`` (a slice) of the batch."""
-        search = LocalModelSearch(config, self._black_box(frame))
-        return search.run(X[rows], target[rows], seed, offset=rows.start)
+        """The result table of the rows ``rows`` (a slice) of the batch, a
+        group of rows at a time (see ``batch_size``)."""
+        per_group = self._rows_per_group(X.shape[1])
+        tables = []
+        for a in range(rows.start, rows.stop, per_group):
+            b = min(a + per_group, rows.stop)
+            search = LocalModelSearch(config, self._black_box(frame))
+            try:
+                tables.append(search.run(X[a:b], target[a:b], seed, offset=a))
+            except ModelResponseError as err:
+                if tables:
+                    done = [] if err.partial is None else [err.partial]
+                    err.partial = ResultTable.stacked([*tables, *done])
+                raise
+        return ResultTable.stacked(tables)
 
     def _blank(self, start, stop, queries=False):
         """The result table of rows ``start:stop``, not run."""
