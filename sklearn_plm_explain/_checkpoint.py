@@ -127,19 +127,14 @@ def explain_in_chunks(explainer, checkpoint, run, n, *, rows, target, not_run):
 
 def _join(parts, not_run):
     """One Explanation of the parts' rows, with the explainer's batch fields."""
+    template = not_run(0, 0)
     parts = [p for p in parts if len(p)]
     if not parts:
-        return not_run(0, 0)
-    return join_explanations(parts)
-
-
-def join_explanations(parts):
-    """One Explanation of the rows of ``parts`` (of one explainer), in order."""
-    kept = [p for p in parts if len(p)] or parts[:1]
+        return template
     rows = {
-        name: np.concatenate([p._rows[name] for p in kept]) for name in kept[0].fields
+        name: np.concatenate([p._rows[name] for p in parts]) for name in parts[0].fields
     }
-    return kept[0]._with_rows(rows)
+    return template._with_rows(rows)
 
 
 # -----------------------------------------------------------------------------

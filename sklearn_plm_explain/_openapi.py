@@ -552,12 +552,14 @@ class OpenAPIExplainer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
             # few large tasks spare sending the model and rows again and
             # again (the bar then moves a quarter of the rows at a time).
             group = max(group * jobs, -(-(stop - start) // _PARALLEL_STEPS))
-        parts = []
+        # The range's results are filled in place group by group, so that
+        # they are never held twice.
+        table = self._blank(start, stop, config.return_queries)
         with progress_bar(stop - start, self.verbose, desc="OpenAPIExplainer") as bar:
             for a in range(start, stop, group):
                 b = min(a + group, stop)
                 try:
-                    parts += map_row_chunks(
+                    parts = map_row_chunks(
                         self._explain_rows,
                         b - a,
                         self.n_jobs,
@@ -569,23 +571,18 @@ class OpenAPIExplainer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
                         start=a,
                     )
                 except ModelResponseError as err:
-                    bounds = (start, a, b, stop)
-                    raise self._with_partial(err, parts, X, bounds, config)
+                    if not isinstance(err.partial, Explanation):
+                        # What the failing group finished, if it got that far;
+                        # the rows after it stay not run.
+                        if err.partial is not None:
+                            table.put(err.partial)
+                        err.partial = self._assemble(table, X[start:stop])
+                    raise
+                for part in parts:
+                    table.put(part)
+                del parts
                 bar.update(b - a)
-        return self._assemble(ResultTable.stacked(parts), X[start:stop])
-
-    def _with_partial(self, err, parts, X, bounds, config):
-        """``err`` with an Explanation of rows ``start:stop``: the groups
-        finished before the failing group ``a:b``, what that group finished
-        (if it got that far), the rest not run."""
-        start, a, b, stop = bounds
-        if not isinstance(err.partial, Explanation):
-            part = err.partial
-            q = config.return_queries
-            failed = self._blank(a, b, q) if part is None else part.padded(b - a, a)
-            tables = [*parts, failed, self._blank(b, stop, q)]
-            err.partial = self._assemble(ResultTable.stacked(tables), X[start:stop])
-        return err
+        return self._assemble(table, X[start:stop])
 
     def _rows_per_group(self, d):
         """Rows a job explains at once: all of them unless ``batch_size="auto"``."""

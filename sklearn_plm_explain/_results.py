@@ -115,6 +115,12 @@ class ResultTable:
         }
         return cls(arrays, **_sizes(first), offset=first.offset)
 
+    def put(self, part):
+        """Write the rows of ``part`` (a table of some of these rows) in place."""
+        rows = slice(part.offset - self.offset, part.offset - self.offset + len(part))
+        for name, arr in part.arrays.items():
+            self.arrays[name][rows] = arr
+
     def padded(self, n, offset):
         """Rows ``offset:offset + n`` of the batch: this table's rows in their
         place, the others not run."""
