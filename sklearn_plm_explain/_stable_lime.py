@@ -12,8 +12,10 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils._param_validation import Interval
 
 from sklearn_plm_explain._blackbox import ModelResponseError
-from sklearn_plm_explain._lime import (
-    _BaseLime,
+from sklearn_plm_explain._lime._base import _BaseLime
+from sklearn_plm_explain._lime._query import query_group
+from sklearn_plm_explain._lime._sampling import draw_neighbourhoods
+from sklearn_plm_explain._lime._surrogate import (
     _distances,
     _fit_surrogate,
     _LocalStats,
@@ -497,8 +499,8 @@ n_outputs_, n_features_in_, feature_names_in_
 
     def _explain_group(self, ctx, bb, targets, extra):
         n0 = self.num_samples
-        Zs, Q, sizes = self._neighbourhoods(ctx, n0, first=True)
-        Ys = self._query(bb, ctx, Q, sizes, first=True)
+        Zs, Q, sizes = draw_neighbourhoods(self.space_, ctx, n0, first=True)
+        Ys = query_group(bb, self.space_, ctx, Q, sizes, first=True)
         Zs = [self._sample_buffer(z) for z in Zs]
         Ws = [self._weights(z) for z in Zs]
         labels = [
@@ -546,7 +548,14 @@ n_outputs_, n_features_in_, feature_names_in_
                         else "few_effective_samples"
                     )
                     res = self._row_result(
-                        fits, labels[i], n, passed, status, rounds[i], True, ess
+                        fits,
+                        labels[i],
+                        n,
+                        converged=passed,
+                        status=status,
+                        n_rounds=rounds[i],
+                        order=True,
+                        effective_samples=ess,
                     )
                     res["step_z"] = tests[0].z
                     results[i] = res
@@ -585,8 +594,12 @@ n_outputs_, n_features_in_, feature_names_in_
         of a row is the same whatever the other rows of the batch do.
         """
         Zs, Ws, Ys = samples
-        newZ, Q, sizes = self._neighbourhoods(ctx, extra_sizes, first=False, rows=grow)
-        newY = self._query(bb, ctx, Q, sizes, first=False, row_ids=ctx.rows[grow])
+        newZ, Q, sizes = draw_neighbourhoods(
+            self.space_, ctx, extra_sizes, first=False, rows=grow
+        )
+        newY = query_group(
+            bb, self.space_, ctx, Q, sizes, first=False, row_ids=ctx.rows[grow]
+        )
         for i, z, y in zip(grow, newZ, newY):
             n = Zs[i].shape[0]
             # The points go after the row's own in its buffer (see

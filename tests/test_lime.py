@@ -16,7 +16,7 @@ from sklearn_plm_explain import (
     LimeTabularExplainer,
     ModelResponseError,
 )
-from sklearn_plm_explain._lime import (
+from sklearn_plm_explain._lime._surrogate import (
     _fit_surrogate,
     _LocalStats,
     _select,
