@@ -499,9 +499,11 @@ n_outputs_, n_features_in_, feature_names_in_
 
     def _explain_group(self, ctx, bb, targets, extra):
         n0 = self.num_samples
-        Zs, Q, sizes = draw_neighbourhoods(self.space_, ctx, n0, first=True)
+        bufs = [self._sample_buffer() for _ in ctx.rows]
+        Zs, Q, sizes = draw_neighbourhoods(
+            self.space_, ctx, n0, first=True, out=[b[:n0] for b in bufs]
+        )
         Ys = query_group(bb, self.space_, ctx, Q, sizes, first=True)
-        Zs = [self._sample_buffer(z) for z in Zs]
         Ws = [self._weights(z) for z in Zs]
         labels = [
             self._explained_labels(Ys[i][0], r, targets, extra)
@@ -574,18 +576,16 @@ n_outputs_, n_features_in_, feature_names_in_
                 rounds[grow] += 1
             pending = grow
 
-    def _sample_buffer(self, Z):
-        """A view of ``Z`` at the start of a buffer of ``n_max`` rows.
+    def _sample_buffer(self):
+        """A buffer of ``n_max`` points, into which a row's draws are written.
 
-        Appended points are written in place. The memory of rows not yet
-        written is only reserved (``np.empty`` does not touch it), so a row
-        holds what it has drawn, and growing it never copies the rows it
-        already has (at d = 784 copying grown samples took half as long as
-        the model's own calls).
+        Points are drawn straight into it, round after round. The memory of
+        points not yet drawn is only reserved (``np.empty`` does not touch
+        it), so a row holds what it has drawn, and growing it never copies
+        the points it already has (at d = 784, copying grown samples took
+        half as long as the model's own calls).
         """
-        buf = np.empty((self.n_max, Z.shape[1]))
-        buf[: Z.shape[0]] = Z
-        return buf[: Z.shape[0]]
+        return np.empty((self.n_max, self.space_.d))
 
     def _append(self, ctx, bb, grow, extra_sizes, samples):
         """Draw the extra points of the growing rows and query them in one go.
@@ -594,18 +594,17 @@ n_outputs_, n_features_in_, feature_names_in_
         of a row is the same whatever the other rows of the batch do.
         """
         Zs, Ws, Ys = samples
+        ends = [Zs[i].shape[0] + m for i, m in zip(grow, extra_sizes)]
+        out = [Zs[i].base[Zs[i].shape[0] : e] for i, e in zip(grow, ends)]
         newZ, Q, sizes = draw_neighbourhoods(
-            self.space_, ctx, extra_sizes, first=False, rows=grow
+            self.space_, ctx, extra_sizes, first=False, rows=grow, out=out
         )
         newY = query_group(
             bb, self.space_, ctx, Q, sizes, first=False, row_ids=ctx.rows[grow]
         )
-        for i, z, y in zip(grow, newZ, newY):
-            n = Zs[i].shape[0]
-            # The points go after the row's own in its buffer (see
-            # _sample_buffer): no copy of what was drawn before.
-            Zs[i] = Zs[i].base[: n + z.shape[0]]
-            Zs[i][n:] = z
+        for i, end, z, y in zip(grow, ends, newZ, newY):
+            # The new points were drawn after the row's own in its buffer.
+            Zs[i] = Zs[i].base[:end]
             Ys[i] = np.vstack([Ys[i], y])
             if self.kernel is None:
                 # lime's kernel weighs each point on its own: only the new

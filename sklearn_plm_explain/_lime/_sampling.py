@@ -371,24 +371,28 @@ class _SobolStream:
         return np.clip(U, 1e-16, 1.0 - 1e-16, out=U)
 
 
-def draw_neighbourhoods(space, ctx, m, first, rows=None):
+def draw_neighbourhoods(space, ctx, m, first, rows=None, out=None):
     """Draw ``m`` points per row; with ``first`` the row itself is point 0.
 
     ``rows`` selects positions in the group ``ctx`` (default: all) and ``m``
-    may be one size per selected row. Returns per-row views of ``Z`` and one
+    may be one size per selected row. Returns per-row arrays ``Z`` (views of
+    one array, or the arrays of ``out``, one per row, when given) and one
     stacked query array ``Q`` (internal column order).
     """
     rows = range(len(ctx.rows)) if rows is None else rows
     sizes = np.broadcast_to(np.asarray(m), (len(rows),))
     ends = np.cumsum(sizes)
-    Z = np.empty((int(ends[-1]), space.d))
-    Q = np.empty_like(Z)
+    Q = np.empty((int(ends[-1]), space.d))
+    Z = np.empty_like(Q) if out is None else None
     Zs = []
-    for i, end, size in zip(rows, ends, sizes):
+    for k, (i, end, size) in enumerate(zip(rows, ends, sizes)):
         r, start = ctx.rows[i], end - size
-        lo = start + 1 if first else start
+        z = Z[start:end] if out is None else out[k]
+        lo = 1 if first else 0
         if first:
-            Z[start], Q[start] = ctx.z0[r], 0.0
-        space.sample(ctx.gens[i][0], ctx.x_num[r], ctx.x_code[r], Z[lo:end], Q[lo:end])
-        Zs.append(Z[start:end])
+            z[0], Q[start] = ctx.z0[r], 0.0
+        space.sample(
+            ctx.gens[i][0], ctx.x_num[r], ctx.x_code[r], z[lo:], Q[start + lo : end]
+        )
+        Zs.append(z)
     return Zs, Q, sizes
