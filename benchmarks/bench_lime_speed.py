@@ -188,20 +188,27 @@ def wide_row(name, cls, params, model, Xtr, rows):
     fn = CPUTimedModel(model)
     explainer = cls(fn, random_state=0, **params).fit(Xtr)
     explainer.explain(rows[:1])
-    fn.reset()
-    t = time.process_time()
-    e = explainer.explain(rows)
-    total = (time.process_time() - t) / len(rows)
-    model_s = fn.seconds / len(rows)
-    own = total - model_s
+    timings = []
+    # The first call of a fresh process also pays for the first use of its
+    # memory; the second call (same rows, same results) shows the steady state.
+    for _ in range(2):
+        fn.reset()
+        t = time.process_time()
+        e = explainer.explain(rows)
+        total = (time.process_time() - t) / len(rows)
+        timings.append((total - fn.seconds / len(rows), fn.seconds / len(rows)))
+    (own1, model1), (own2, model2) = timings
     return [
         name,
         ", ".join(f"{k}={v}" for k, v in params.items()),
         f"{fn.points / len(rows):.0f}",
         f"{np.mean(e.n_rounds):.2f}",
-        f"{1e3 * own:.1f}",
-        f"{1e3 * model_s:.1f}",
-        f"{own / model_s:.2f}",
+        f"{1e3 * own1:.1f}",
+        f"{1e3 * model1:.1f}",
+        f"{own1 / model1:.2f}",
+        f"{1e3 * own2:.1f}",
+        f"{1e3 * model2:.1f}",
+        f"{own2 / model2:.2f}",
     ]
 
 
@@ -215,8 +222,8 @@ def wide_section():
     print(
         f"Width: d = {Xtr.shape[1]}, MLP (256, 128) relu, test accuracy "
         f"{model.score(Xte, yte):.3f}; X_test[0:{N_ROWS}] in one explain call "
-        "(after one warm-up row). 'own' = CPU time of explain minus the CPU "
-        "time inside predict_proba, per row."
+        "(after one warm-up row), then the same call again. 'own' = CPU time of "
+        "explain minus the CPU time inside predict_proba, per row."
     )
     print()
     configs = [
@@ -247,6 +254,9 @@ def wide_section():
         "queries / row",
         "mean rounds",
         "own ms / row",
+        "model ms / row",
+        "own / model",
+        "2nd call: own ms / row",
         "model ms / row",
         "own / model",
     ]

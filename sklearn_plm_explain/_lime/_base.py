@@ -76,6 +76,9 @@ from sklearn_plm_explain._validation import unfitted_on_error
 
 # Query points sent to the model per group of rows when ``batch_size`` is None.
 _DEFAULT_POINTS_PER_GROUP = 2**15
+# ... and at most this many values (32 MB): at d = 784, groups of 32768 points
+# spent more time writing fresh memory (ours and the model's) than computing.
+_DEFAULT_VALUES_PER_GROUP = 2**22
 
 
 class _BaseLime(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
@@ -400,7 +403,9 @@ class _BaseLime(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         return params
 
     def _group_size(self, points_per_row):
-        budget = self.batch_size or _DEFAULT_POINTS_PER_GROUP
+        budget = self.batch_size or min(
+            _DEFAULT_POINTS_PER_GROUP, _DEFAULT_VALUES_PER_GROUP // self.space_.d
+        )
         return max(1, int(budget) // max(points_per_row, 1))
 
     def _explain_slice(self, sl, rows_data, targets, extra, seed, holdout):
