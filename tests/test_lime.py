@@ -795,3 +795,29 @@ def test_verbose_zero_prints_nothing_and_verbose_shows_a_bar(cancer, capfd):
     out, err = capfd.readouterr()
     assert out == ""
     assert "3/3" in err
+
+
+def test_progress_steps_keep_the_rows_finished_before_a_failure(cancer, recorded_bars):
+    """With a progress bar, rows explained in earlier steps survive a model
+    failure in ``partial``, exactly as without one; later rows are not run."""
+    Xtr, Xte, _, model = cancer
+    calls = []
+
+    def failing(A):
+        calls.append(len(A))
+        P = model.predict_proba(A)
+        if len(calls) == 4:
+            P[:, 0] = np.nan
+        return P
+
+    kw = {"num_samples": 300, "num_features": 3, "random_state": 0}
+    quiet = LimeTabularExplainer(model, **kw).fit(Xtr).explain(Xte[:7])
+    lime = LimeTabularExplainer(failing, batch_size=300, verbose=1, **kw).fit(Xtr)
+    calls.clear()
+    with pytest.raises(ModelResponseError) as info:
+        lime.explain(Xte[:7])
+    partial = info.value.partial
+    assert_array_equal(partial.status, ["converged"] * 3 + ["not_run"] * 4)
+    assert_array_equal(partial.values[:3], quiet.values[:3])
+    assert_array_equal(info.value.rows, [3])
+    assert sum(recorded_bars[-1].updates) == 3
