@@ -221,9 +221,7 @@ class BlackBox:
             X_full[list(numeric)] = X
             X = X_full
         elif self.feature_names is not None:
-            import pandas as pd
-
-            X = pd.DataFrame(X, columns=list(self.feature_names))
+            X = query_frame(X, self.feature_names)
         fn = self.estimator
         if hasattr(fn, "fit") or not callable(fn):
             fn = getattr(self.estimator, self.method)
@@ -331,6 +329,28 @@ class BlackBox:
             f32 = np.all(sub.astype(np.float32).astype(np.float64) == sub, axis=1)
             atol[off] = np.where(f32, np.maximum(atol[off], 4 * K * _EPS32), atol[off])
         return atol + rounding, rounding
+
+
+def query_frame(X, columns, dtypes=None):
+    """Query points as the DataFrame a model fitted on one expects.
+
+    ``dtypes`` maps column names to the dtype they get back (categorical
+    columns: their categories or strings); the other columns are numbers.
+    Without it the points go in as one numeric block.
+    """
+    import pandas as pd
+
+    columns = list(columns)
+    if not dtypes:
+        return pd.DataFrame(X, columns=columns)
+    data = {}
+    for j, name in enumerate(columns):
+        col = X[:, j]
+        if name in dtypes:
+            data[name] = pd.Series(col, dtype=object).astype(dtypes[name])
+        else:
+            data[name] = col.astype(np.float64)
+    return pd.DataFrame(data, columns=columns)
 
 
 def decimal_quantum(out, max_decimals=12):

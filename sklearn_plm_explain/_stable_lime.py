@@ -9,11 +9,17 @@ import warnings
 import numpy as np
 from scipy.special import stdtrit
 from sklearn.exceptions import ConvergenceWarning
-from sklearn.linear_model import lars_path_gram
 from sklearn.utils._param_validation import Interval
 
 from sklearn_plm_explain._blackbox import ModelResponseError
-from sklearn_plm_explain._lime import _BaseLime, _fit_surrogate, _LocalStats
+from sklearn_plm_explain._lime._base import _BaseLime
+from sklearn_plm_explain._lime._query import query_group
+from sklearn_plm_explain._lime._sampling import draw_neighbourhoods
+from sklearn_plm_explain._lime._surrogate import (
+    _distances,
+    _fit_surrogate,
+    _LocalStats,
+)
 from sklearn_plm_explain._lime_output import (
     effective_samples,
     projected_effective_samples,
@@ -105,23 +111,19 @@ def lars_step_tests(Z, w, y, k, alpha, tie_margin=TIE_MARGIN):
 
 
 def _tests_from_stats(stats, Z, w, y, label, k, alpha, tie_margin):
-    n, d = Z.shape
-    b, G = stats.b[:, label], stats.G
+    n = Z.shape[0]
+    b = stats.b[:, label]
     z = np.full(k, np.nan)
-    if not np.any(b):
+    if not np.any(b) or stats.syy[label] <= stats.flat[label]:
+        # A flat response (up to rounding): nothing to select or test.
         return _StepTests(np.empty(0, np.intp), z, True, n)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", ConvergenceWarning)
-        _, active, coefs = lars_path_gram(
-            b, G.copy(), n_samples=n, method="lar", max_iter=k
-        )
-    active = np.asarray(active, dtype=np.intp)[:k]
     sw = np.sqrt(w)
     yw = (y - stats.ybar[label]) * sw
+    active, betas, corrs = _lar_steps(stats, Z, sw, yw, b, k)
     needed = []
     for t, j1 in enumerate(active):
         z[t], n_t = _one_step(
-            stats, Z, sw, yw, coefs[:, t], active[:t], j1, b, alpha, tie_margin
+            stats, Z, sw, yw, betas[t], active[:t], j1, b, alpha, tie_margin, corrs[t]
         )
         if n_t is not None:
             needed.append(n_t)
@@ -130,6 +132,59 @@ def _tests_from_stats(stats, Z, w, y, label, k, alpha, tie_margin):
     # monotonically as alpha shrinks.
     passed = not needed
     return _StepTests(active, z, passed, n if passed else max(needed))
+
+
+def _lar_steps(stats, Z, sw, yw, b, k):
+    """The first ``k`` steps of the LARS path (least angle, no lasso drop).
+
+    Returns the entering features, and for each step ``t`` the coefficients
+    and the residual correlations ``Zc' W^½ r`` at the point of the path
+    where feature ``t`` enters. Each step reads the data once (one
+    matrix-vector product, ``O(n d)``), so the d × d Gram matrix is never
+    formed: at d = 784 forming it costs several times the rest of a fit.
+    """
+    n, d = Z.shape
+    beta, c = np.zeros(d), np.asarray(b, dtype=np.float64).copy()
+    active, betas, corrs = [], [], []
+    c_start = np.abs(c).max()
+    for t in range(min(k, d)):
+        cand = np.abs(c)
+        cand[active] = -np.inf
+        j = int(np.argmax(cand))
+        big = cand[j]
+        # The residual is uncorrelated with every feature: the path ends
+        # (lars_path's rule, and the same relative to the first step).
+        if not (big > 1e-10 * c_start and big / n > np.finfo(float).eps):
+            break
+        betas.append(beta.copy())
+        corrs.append(c.copy())
+        active.append(j)
+        if t == min(k, d) - 1:
+            break
+        # The equiangular direction of the active features.
+        A = (Z[:, active] - stats.mu[active]) * sw[:, None]
+        s = np.sign(c[active])
+        # Least squares: a duplicated column makes this block singular.
+        wa = np.linalg.lstsq(A.T @ A, s, rcond=None)[0]
+        norm = s @ wa
+        if not norm > 0:
+            break
+        wa /= np.sqrt(norm)
+        u = A @ wa
+        a = stats.correlations(u)
+        big_a = 1.0 / np.sqrt(norm)
+        gamma = big / big_a  # all the way to the active least-squares fit
+        inactive = np.ones(d, dtype=bool)
+        inactive[active] = False
+        for num, den in ((big - c, big_a - a), (big + c, big_a + a)):
+            ok = inactive & (den > 1e-12 * big_a)
+            g = num[ok] / den[ok]
+            g = g[g > 0]
+            if g.size:
+                gamma = min(gamma, float(g.min()))
+        beta[active] += gamma * wa
+        c -= gamma * a
+    return np.asarray(active, dtype=np.intp), betas, corrs
 
 
 def _batch_se(p):
@@ -151,14 +206,18 @@ def _batch_se(p):
     return float(means.std(ddof=1)) * math.sqrt(m / p.size), n_batches - 1
 
 
-def _step_products(stats, Z, sw, yw, beta, prev, j1, b):
+def _step_products(stats, Z, sw, yw, beta, prev, j1, b, corr=None):
     """The runner-up ``j2`` of one step, ``|ĉ1|`` and the per-row products
-    ``p`` whose mean is the gap ``|ĉ1| - |ĉ2|``; ``None`` without a rival."""
+    ``p`` whose mean is the gap ``|ĉ1| - |ĉ2|``; ``None`` without a rival.
+
+    ``corr`` holds the residual correlations ``b - G beta`` at this point of
+    the path when the caller has them (the LARS steps do).
+    """
     n, d = Z.shape
     if d - prev.size - 1 <= 0:
         return None  # no rival left: nothing can change the order
     # Residual correlations of every feature at this point of the path.
-    c = (b - stats.G @ beta) / n
+    c = (b - stats.G @ beta if corr is None else corr) / n
     rival = np.abs(c)
     rival[prev] = -np.inf
     rival[j1] = -np.inf
@@ -171,9 +230,9 @@ def _step_products(stats, Z, sw, yw, beta, prev, j1, b):
     return j2, abs(c[j1]), r * sw * x_diff
 
 
-def _one_step(stats, Z, sw, yw, beta, prev, j1, b, alpha, tie_margin):
+def _one_step(stats, Z, sw, yw, beta, prev, j1, b, alpha, tie_margin, corr=None):
     """Statistic of one step and, if it fails, the sample size it asks for."""
-    step = _step_products(stats, Z, sw, yw, beta, prev, j1, b)
+    step = _step_products(stats, Z, sw, yw, beta, prev, j1, b, corr)
     if step is None:
         return np.inf, None
     _, c1, p = step
@@ -271,6 +330,9 @@ class StableLIMEExplainer(_BaseLime):
     random_state : int, RandomState instance or None, default=None
         Seed; each row gets its own stream (results do not depend on the
         batch or on ``n_jobs``).
+    verbose : int, default=0
+        Above 0, a progress bar of the rows done (rate, time left) on
+        stderr; see :class:`LimeTabularExplainer`. ``0`` prints nothing.
 
     Attributes
     ----------
@@ -373,6 +435,7 @@ n_outputs_, n_features_in_, feature_names_in_
         batch_size=None,
         n_jobs=None,
         random_state=None,
+        verbose=0,
     ):
         self.estimator = estimator
         self.num_features = num_features
@@ -394,6 +457,7 @@ n_outputs_, n_features_in_, feature_names_in_
         self.batch_size = batch_size
         self.n_jobs = n_jobs
         self.random_state = random_state
+        self.verbose = verbose
 
     def _check_params(self):
         if self.n_max < self.num_samples:
@@ -418,9 +482,8 @@ n_outputs_, n_features_in_, feature_names_in_
                 stacklevel=4,
             )
 
-    def _tested_fit(self, Z, Y, labels):
+    def _tested_fit(self, Z, w, Y, labels):
         """LARS tests and the surrogate of every explained label."""
-        w = self._weights(Z)
         Yl = Y[:, labels]
         stats = _LocalStats(Z, w, Yl)
         k = self._selected_width()
@@ -432,13 +495,16 @@ n_outputs_, n_features_in_, feature_names_in_
             fit = _fit_surrogate(stats, Z, w, Yl, j, t.active, self.model_regressor)
             fits.append((t.active, fit))
             tests.append(t)
-        return fits, tests, w
+        return fits, tests
 
     def _explain_group(self, ctx, bb, targets, extra):
         n0 = self.num_samples
-        Zs, Q, sizes = self._neighbourhoods(ctx, n0, first=True)
-        Ys = self._query(bb, ctx, Q, sizes, first=True)
-        Zs = [z.copy() for z in Zs]
+        bufs = [self._sample_buffer() for _ in ctx.rows]
+        Zs, Q, sizes = draw_neighbourhoods(
+            self.space_, ctx, n0, first=True, out=[b[:n0] for b in bufs]
+        )
+        Ys = query_group(bb, self.space_, ctx, Q, sizes, first=True)
+        Ws = [self._weights(z) for z in Zs]
         labels = [
             self._explained_labels(Ys[i][0], r, targets, extra)
             for i, r in enumerate(ctx.rows)
@@ -446,7 +512,9 @@ n_outputs_, n_features_in_, feature_names_in_
         rounds = np.ones(len(ctx.rows), dtype=int)
         results = [None] * len(ctx.rows)
         try:
-            self._grow_until_stable(ctx, bb, extra, Zs, Ys, labels, rounds, results)
+            self._grow_until_stable(
+                ctx, bb, extra, (Zs, Ws, Ys), labels, rounds, results
+            )
         except ModelResponseError as err:
             # Rows that passed before the failure are finished.
             err._group_results = results
@@ -458,13 +526,15 @@ n_outputs_, n_features_in_, feature_names_in_
         out["step_z"] = np.full(self._selected_width(), np.nan)
         return out
 
-    def _grow_until_stable(self, ctx, bb, extra, Zs, Ys, labels, rounds, results):
+    def _grow_until_stable(self, ctx, bb, extra, samples, labels, rounds, results):
+        Zs, Ws, Ys = samples
         pending = list(range(len(ctx.rows)))
         while pending:
             grow, extra_sizes = [], []
             for i in pending:
                 n = Zs[i].shape[0]
-                fits, tests, w = self._tested_fit(Zs[i], Ys[i], labels[i])
+                w = Ws[i]
+                fits, tests = self._tested_fit(Zs[i], w, Ys[i], labels[i])
                 ess, need_ess = effective_samples(w), self._min_effective_samples()
                 # A narrow kernel: the test is meaningless on so few effective
                 # samples. Grow if n_max can cure it, else stop and say so.
@@ -480,7 +550,14 @@ n_outputs_, n_features_in_, feature_names_in_
                         else "few_effective_samples"
                     )
                     res = self._row_result(
-                        fits, labels[i], n, passed, status, rounds[i], True, ess
+                        fits,
+                        labels[i],
+                        n,
+                        converged=passed,
+                        status=status,
+                        n_rounds=rounds[i],
+                        order=True,
+                        effective_samples=ess,
                     )
                     res["step_z"] = tests[0].z
                     results[i] = res
@@ -495,18 +572,44 @@ n_outputs_, n_features_in_, feature_names_in_
                 grow.append(i)
                 extra_sizes.append(new_n - n)
             if grow:
-                self._append(ctx, bb, grow, extra_sizes, Zs, Ys)
+                self._append(ctx, bb, grow, extra_sizes, samples)
                 rounds[grow] += 1
             pending = grow
 
-    def _append(self, ctx, bb, grow, extra_sizes, Zs, Ys):
+    def _sample_buffer(self):
+        """A buffer of ``n_max`` points, into which a row's draws are written.
+
+        Points are drawn straight into it, round after round. The memory of
+        points not yet drawn is only reserved (``np.empty`` does not touch
+        it), so a row holds what it has drawn, and growing it never copies
+        the points it already has (at d = 784, copying grown samples took
+        half as long as the model's own calls).
+        """
+        return np.empty((self.n_max, self.space_.d))
+
+    def _append(self, ctx, bb, grow, extra_sizes, samples):
         """Draw the extra points of the growing rows and query them in one go.
 
         Each row continues its own random stream, so the final neighbourhood
         of a row is the same whatever the other rows of the batch do.
         """
-        newZ, Q, sizes = self._neighbourhoods(ctx, extra_sizes, first=False, rows=grow)
-        newY = self._query(bb, ctx, Q, sizes, first=False, row_ids=ctx.rows[grow])
-        for i, z, y in zip(grow, newZ, newY):
-            Zs[i] = np.vstack([Zs[i], z])
+        Zs, Ws, Ys = samples
+        ends = [Zs[i].shape[0] + m for i, m in zip(grow, extra_sizes)]
+        out = [Zs[i].base[Zs[i].shape[0] : e] for i, e in zip(grow, ends)]
+        newZ, Q, sizes = draw_neighbourhoods(
+            self.space_, ctx, extra_sizes, first=False, rows=grow, out=out
+        )
+        newY = query_group(
+            bb, self.space_, ctx, Q, sizes, first=False, row_ids=ctx.rows[grow]
+        )
+        for i, end, z, y in zip(grow, ends, newZ, newY):
+            # The new points were drawn after the row's own in its buffer.
+            Zs[i] = Zs[i].base[:end]
             Ys[i] = np.vstack([Ys[i], y])
+            if self.kernel is None:
+                # lime's kernel weighs each point on its own: only the new
+                # points need their distances.
+                w = self._kernel(_distances(z, Zs[i][0]))
+                Ws[i] = np.concatenate([Ws[i], w])
+            else:
+                Ws[i] = self._weights(Zs[i])

@@ -16,7 +16,7 @@ from sklearn_plm_explain import (
     LimeTabularExplainer,
     ModelResponseError,
 )
-from sklearn_plm_explain._lime import (
+from sklearn_plm_explain._lime._surrogate import (
     _fit_surrogate,
     _LocalStats,
     _select,
@@ -723,3 +723,101 @@ def test_contributions_add_up_to_the_local_prediction(cancer):
             z = (Xte[:4] - Xtr.mean(axis=0)) / Xtr.std(axis=0)
             assert_allclose(e.contribution, e.values * z)
             assert_allclose(e.standardized, e.values)
+
+
+# -- progress ---------------------------------------------------------------------------
+class _RecordingBar:
+    """Stands in for the progress bar: keeps every update."""
+
+    def __init__(self, total, verbose, desc="rows"):
+        self.total, self.verbose, self.updates, self.closed = total, verbose, [], False
+        self.n = 0
+
+    def update(self, n=1):
+        self.updates.append(n)
+        self.n += n
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.closed = True
+        return False
+
+
+@pytest.fixture
+def recorded_bars(monkeypatch):
+    from sklearn_plm_explain import _progress
+
+    bars = []
+
+    def fake(total, verbose, desc="rows"):
+        bars.append(_RecordingBar(total, verbose, desc))
+        return bars[-1]
+
+    monkeypatch.setattr(_progress, "progress_bar", fake)
+    return bars
+
+
+@pytest.mark.parametrize("n_jobs", [1, 2])
+def test_progress_counts_every_row_once(cancer, recorded_bars, n_jobs, tmp_path):
+    """One model call per row (batch_size = num_samples): the bar moves row by
+    row (n_jobs rows at a time in parallel), its updates add up to the rows
+    explained, and the explanations do not change."""
+    Xtr, Xte, _, model = cancer
+    kw = {"num_samples": 300, "num_features": 3, "random_state": 0}
+    quiet = LimeTabularExplainer(model, **kw).fit(Xtr).explain(Xte[:7])
+    recorded_bars.clear()
+    lime = LimeTabularExplainer(
+        model, batch_size=300, n_jobs=n_jobs, verbose=1, **kw
+    ).fit(Xtr)
+    e = lime.explain(Xte[:7])
+    (bar,) = recorded_bars
+    assert bar.total == 7 and bar.verbose == 1 and bar.closed
+    assert sum(bar.updates) == 7
+    assert bar.updates == [n_jobs] * (7 // n_jobs) + [7 % n_jobs] * (7 % n_jobs > 0)
+    assert_array_equal(e.values, quiet.values)
+    # Rows reused from a checkpoint are counted once, at the end.
+    lime.explain(Xte[:7], checkpoint=tmp_path / "ck")
+    lime.explain(Xte[:7], checkpoint=tmp_path / "ck")
+    assert [sum(b.updates) for b in recorded_bars[1:]] == [7, 7]
+    assert recorded_bars[2].updates == [7]
+
+
+def test_verbose_zero_prints_nothing_and_verbose_shows_a_bar(cancer, capfd):
+    Xtr, Xte, _, model = cancer
+    kw = {"num_samples": 300, "num_features": 3, "random_state": 0}
+    LimeTabularExplainer(model, **kw).fit(Xtr).explain(Xte[:3])
+    LimeTabularExplainer(model, n_jobs=2, **kw).fit(Xtr).explain(Xte[:3])
+    out, err = capfd.readouterr()
+    assert out == "" and err == ""
+    LimeTabularExplainer(model, verbose=1, **kw).fit(Xtr).explain(Xte[:3])
+    out, err = capfd.readouterr()
+    assert out == ""
+    assert "3/3" in err
+
+
+def test_progress_steps_keep_the_rows_finished_before_a_failure(cancer, recorded_bars):
+    """With a progress bar, rows explained in earlier steps survive a model
+    failure in ``partial``, exactly as without one; later rows are not run."""
+    Xtr, Xte, _, model = cancer
+    calls = []
+
+    def failing(A):
+        calls.append(len(A))
+        P = model.predict_proba(A)
+        if len(calls) == 4:
+            P[:, 0] = np.nan
+        return P
+
+    kw = {"num_samples": 300, "num_features": 3, "random_state": 0}
+    quiet = LimeTabularExplainer(model, **kw).fit(Xtr).explain(Xte[:7])
+    lime = LimeTabularExplainer(failing, batch_size=300, verbose=1, **kw).fit(Xtr)
+    calls.clear()
+    with pytest.raises(ModelResponseError) as info:
+        lime.explain(Xte[:7])
+    partial = info.value.partial
+    assert_array_equal(partial.status, ["converged"] * 3 + ["not_run"] * 4)
+    assert_array_equal(partial.values[:3], quiet.values[:3])
+    assert_array_equal(info.value.rows, [3])
+    assert sum(recorded_bars[-1].updates) == 3

@@ -497,3 +497,51 @@ def test_quasi_random_sample_grows_by_continuing_its_sequence():
     assert model.points == e.n_samples.sum()
     np.testing.assert_array_equal(e.n_queries, e.n_samples)
     assert np.all(e.n_rounds >= 1)
+
+
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+@pytest.mark.parametrize("n_jobs", [1, 2])
+def test_progress_counts_every_row_once(monkeypatch, capfd, n_jobs):
+    """S-LIME's rows count once each, whatever their number of rounds; with
+    verbose=0 nothing is printed."""
+    from sklearn_plm_explain import _progress
+
+    bars = []
+
+    class Bar:
+        def __init__(self, total, verbose, desc="rows"):
+            self.total, self.n, self.updates = total, 0, []
+
+        def update(self, n=1):
+            self.updates.append(n)
+            self.n += n
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return False
+
+    X, y = load_breast_cancer(return_X_y=True)
+    Xtr, Xte, ytr, _ = train_test_split(X, y, test_size=0.2, random_state=0)
+    model = LogisticRegression(solver="newton-cholesky").fit(Xtr, ytr)
+    kw = {"num_features": 3, "num_samples": 300, "n_max": 2000, "random_state": 0}
+    quiet = StableLIMEExplainer(model, n_jobs=n_jobs, **kw).fit(Xtr).explain(Xte[:5])
+    out, err = capfd.readouterr()
+    assert out == "" and err == ""
+
+    def fake(total, verbose, desc="rows"):
+        bars.append(Bar(total, verbose, desc))
+        return bars[-1]
+
+    monkeypatch.setattr(_progress, "progress_bar", fake)
+    e = (
+        StableLIMEExplainer(model, batch_size=300, n_jobs=n_jobs, verbose=1, **kw)
+        .fit(Xtr)
+        .explain(Xte[:5])
+    )
+    (bar,) = bars
+    assert bar.total == 5 and sum(bar.updates) == 5
+    assert len(bar.updates) == -(-5 // n_jobs)
+    assert_array_equal(e.values, quiet.values)
+    assert_array_equal(e.n_samples, quiet.n_samples)

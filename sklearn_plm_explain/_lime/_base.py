@@ -1,0 +1,526 @@
+"""The shared estimator of the LIME explainers: fit, validation, batching.
+
+The work itself is done by the engines of this package: the sampling space
+(:mod:`._sampling`), the local fit and selection (:mod:`._surrogate`), the
+model calls (:mod:`._query`), the input checks (:mod:`._input`) and the
+per-row results (:mod:`._results`). The estimator holds the parameters,
+learns the training statistics in ``fit`` and hands rows to the engines in
+batches (one model call for the perturbations of many rows), chunks of rows
+in parallel with per-row seeds.
+"""
+
+# SPDX-License-Identifier: BSD-3-Clause
+
+import numbers
+import warnings
+
+import numpy as np
+from sklearn.base import (
+    BaseEstimator,
+    OneToOneFeatureMixin,
+    TransformerMixin,
+    _fit_context,
+)
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.utils._param_validation import HasMethods, Interval, StrOptions
+from sklearn.utils.validation import check_is_fitted
+
+from sklearn_plm_explain import _progress
+from sklearn_plm_explain._blackbox import (
+    ModelResponseError,
+    map_row_chunks,
+    resolve_estimator,
+)
+from sklearn_plm_explain._checkpoint import explain_in_chunks
+from sklearn_plm_explain._lime._input import (
+    categorical_columns,
+    check_fit_input,
+    original_rows,
+    resolve_labels,
+    resolve_targets,
+    validate_rows,
+)
+from sklearn_plm_explain._lime._query import (
+    lime_blackbox,
+    model_caller,
+    output_classes,
+    query_group,
+)
+from sklearn_plm_explain._lime._results import (
+    as_explanation,
+    not_run_result,
+    partial_rows,
+    presented,
+    row_result,
+    stack_rows,
+)
+from sklearn_plm_explain._lime._sampling import (
+    _Group,
+    _row_streams,
+    _TabularSpace,
+    draw_neighbourhoods,
+)
+from sklearn_plm_explain._lime._surrogate import (
+    _distances,
+    holdout_score,
+    holdout_weights,
+    lime_fit,
+    lime_kernel,
+    row_weights,
+)
+from sklearn_plm_explain._lime_output import (
+    effective_samples,
+    min_effective_samples,
+)
+from sklearn_plm_explain._validation import unfitted_on_error
+
+# Query points sent to the model per group of rows when ``batch_size`` is None.
+_DEFAULT_POINTS_PER_GROUP = 2**15
+# ... and at most this many values (32 MB): at d = 784, groups of 32768 points
+# spent more time writing fresh memory (ours and the model's) than computing.
+_DEFAULT_VALUES_PER_GROUP = 2**22
+
+
+class _BaseLime(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
+    """Shared fit / validation / batching of the LIME explainers."""
+
+    _parameter_constraints: dict = {
+        "estimator": [
+            HasMethods(["predict_proba"]),
+            HasMethods(["predict"]),
+            callable,
+            None,
+        ],
+        "mode": [StrOptions({"classification", "regression"})],
+        "feature_names": ["array-like", None],
+        "categorical_features": ["array-like", None],
+        "discretize_continuous": ["boolean"],
+        "discretizer": [StrOptions({"quartile", "decile", "entropy"})],
+        "sample_around_instance": ["boolean"],
+        "kernel_width": [Interval(numbers.Real, 0, None, closed="neither"), None],
+        "kernel": [callable, None],
+        "num_features": [Interval(numbers.Integral, 1, None, closed="left")],
+        "num_samples": [Interval(numbers.Integral, 2, None, closed="left")],
+        "model_regressor": [HasMethods(["fit", "predict"]), None],
+        "sampling": [StrOptions({"random", "qmc"})],
+        "batch_size": [Interval(numbers.Integral, 1, None, closed="left"), None],
+        "n_jobs": [numbers.Integral, None],
+        "random_state": ["random_state"],
+        "verbose": ["verbose"],
+    }
+
+    _method_name = "lime"
+
+    # -- fit ------------------------------------------------------------------------
+    @_fit_context(prefer_skip_nested_validation=False)
+    def fit(self, X, y=None):
+        """Learn the training statistics used to sample neighbourhoods.
+
+        Parameters
+        ----------
+        X : {array-like, DataFrame} of shape (n_samples, n_features)
+            Training data. Numeric columns may be mixed with categorical
+            columns holding integer codes or strings.
+        y : array-like of shape (n_samples,), default=None
+            Needed only for ``discretizer="entropy"``, or to fit a clone of an
+            unfitted ``estimator``.
+
+        Returns
+        -------
+        self : object
+            The fitted explainer.
+        """
+        self._check_params()
+        cat_cols = categorical_columns(self.categorical_features, X)
+        with unfitted_on_error(self):
+            self._fit(X, y, cat_cols)
+        return self
+
+    def _fit(self, X, y, cat_cols):
+        Xv, X_num, X_cat = self._validate_X(X, cat_cols, reset=True)
+        y = check_fit_input(self, Xv, y)
+        self.categorical_features_ = np.asarray(cat_cols, dtype=np.intp)
+        num_cols = np.setdiff1d(np.arange(Xv.shape[1]), cat_cols)
+        self.space_ = _TabularSpace(
+            X_num, X_cat, num_cols, cat_cols, y, self.get_params(deep=False)
+        )
+        d = Xv.shape[1]
+        self.kernel_width_ = (
+            0.75 * np.sqrt(d) if self.kernel_width is None else float(self.kernel_width)
+        )
+        self.estimator_ = resolve_estimator(self.estimator, X, y, type(self).__name__)
+        self._caller = model_caller(self.estimator_, self.mode, X, cat_cols)
+        if self.mode == "regression":
+            self.classes_ = None
+            self.n_outputs_ = 1
+        else:
+            self.classes_ = output_classes(
+                self.estimator_, self._caller, Xv, self.space_.numeric_categories
+            )
+            self.n_outputs_ = self.classes_.size
+
+    def _check_params(self):
+        pass
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        # Columns of strings or integer codes are sampled as categories.
+        tags.input_tags.string = True
+        tags.input_tags.categorical = True
+        return tags
+
+    def _validate_X(self, X, cat_cols=None, reset=False):
+        if cat_cols is None:
+            cat_cols = self.categorical_features_
+        return validate_rows(self, X, cat_cols, reset)
+
+    # -- public API -------------------------------------------------------------------
+    def explain(self, X, target=None, labels=None, *, checkpoint=None):
+        """Explain the model's response at each row of X.
+
+        Parameters
+        ----------
+        X : {array-like, DataFrame} of shape (n_samples, n_features)
+            Rows to explain, in the representation used in ``fit``.
+        target : class label, array-like of shape (n_samples,), or None
+            Class explained in each row; ``None`` explains the class the model
+            predicts at the row (regression: the prediction).
+        labels : array-like of class labels, default=None
+            Further classes explained for every row (classification only).
+            When given, the result carries ``labels`` (indices into
+            ``classes``) and per-label fields ``label_values``,
+            ``label_intercept``, ``label_score``, ``label_local_pred``.
+        checkpoint : str, path-like or Checkpoint, default=None
+            Explain the rows a chunk at a time and keep each finished chunk
+            there; a later call with the same arguments reuses the finished
+            rows without querying the model again (see :class:`Checkpoint`).
+
+        Returns
+        -------
+        explanation : Explanation
+            Per-row fields: ``values``, ``target``, ``selected``,
+            ``intercept``, ``score``, ``local_pred``, ``n_samples``,
+            ``n_queries``, ``n_rounds``, ``converged``, ``status``.
+
+        Raises
+        ------
+        ModelResponseError
+            If the model returns invalid responses; names the rows and keeps
+            the finished rows in its ``partial`` attribute (rows not finished
+            have the status ``"not_run"``).
+        CheckpointError
+            For a checkpoint that is corrupted or was written by another run.
+        """
+        check_is_fitted(self)
+        return self._explain(X, target, labels, holdout=False, checkpoint=checkpoint)
+
+    def transform(self, X):
+        """Surrogate weights of the predicted class of each row.
+
+        Parameters
+        ----------
+        X : {array-like, DataFrame} of shape (n_samples, n_features)
+            Rows to explain.
+
+        Returns
+        -------
+        values : ndarray of shape (n_samples, n_features)
+            ``explain(X).values``: the surrogate weights, 0 for features not
+            selected.
+        """
+        check_is_fitted(self)
+        return self._explain(X, None, None, holdout=False).values
+
+    def score(self, X, y=None):
+        """Mean held-out local fidelity of the explanations of X.
+
+        For each row, the surrogate is evaluated on ``num_samples`` *fresh*
+        perturbations that were not used to fit it: the score is the
+        kernel-weighted R² between the surrogate's and the model's responses
+        for the explained class, averaged over rows (higher is better, at most
+        1; it can be negative for a surrogate worse than a constant). A
+        kernel too narrow for the neighbourhood gives a very negative score:
+        its surrogate is fitted on the row alone and fails on fresh points.
+        (A custom ``kernel`` that gives no fresh perturbation any weight
+        leaves the score undefined: NaN.)
+
+        Parameters
+        ----------
+        X : {array-like, DataFrame} of shape (n_samples, n_features)
+            Rows to explain.
+        y : None
+            Ignored.
+
+        Returns
+        -------
+        score : float
+        """
+        check_is_fitted(self)
+        return float(np.mean(self._explain(X, None, None, holdout=True).holdout_score))
+
+    # -- orchestration ----------------------------------------------------------------
+    def _explain(self, X, target, labels, holdout, checkpoint=None):
+        _, X_num, X_cat = self._validate_X(X)
+        n = X_num.shape[0]
+        targets = resolve_targets(self.classes_, target, n)
+        extra = resolve_labels(self.classes_, labels)
+        x_num, x_code, z0, key = self.space_.encode_rows(X_num, X_cat)
+        X_orig = original_rows(self.space_, X_num, X_cat)
+        rows_data = (x_num, x_code, z0, key, X_orig)
+        desc = "held-out scoring" if holdout else type(self).__name__
+        with _progress.progress_bar(n, self.verbose, desc=desc) as bar:
+
+            def run(start, stop, seed):
+                return self._explain_range(
+                    rows_data,
+                    (targets, extra, labels is not None),
+                    seed,
+                    holdout,
+                    (start, stop),
+                    bar,
+                )
+
+            explanation = explain_in_chunks(
+                self,
+                checkpoint,
+                run,
+                n,
+                rows=(X_num, X_cat),
+                target=(targets, extra),
+                not_run=lambda a, b: self._not_run_explanation(
+                    rows_data, extra, labels is not None, a, b
+                ),
+            )
+            if bar.n < n:
+                # Rows a checkpoint already held were not explained again.
+                bar.update(n - bar.n)
+        self._warn_statuses(explanation)
+        return explanation
+
+    def _explain_range(self, rows_data, target_spec, seed, holdout, bounds, bar):
+        """The Explanation of rows ``start:stop`` of the validated batch.
+
+        With a progress bar the rows go in steps of a few model calls per
+        worker, each step counted on the bar as it returns.
+        """
+        targets, extra, keep_labels = target_spec
+        start, stop = bounds
+        parts = []
+        for a, b in _progress_steps(self, start, stop):
+            try:
+                parts += map_row_chunks(
+                    self._explain_slice,
+                    b - a,
+                    self.n_jobs,
+                    rows_data,
+                    targets,
+                    extra,
+                    seed,
+                    holdout,
+                    start=a,
+                )
+            except ModelResponseError as err:
+                err.partial = None
+                done = getattr(err, "_finished_rows", None)
+                if done is not None and not holdout:
+                    template = self._not_run_result(extra)
+                    rows = partial_rows(parts, done, template, bounds)
+                    err.partial = self._present_rows(
+                        rows, rows_data, keep_labels, start, stop
+                    )
+                raise
+            bar.update(b - a)
+        rows = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
+        return self._as_explanation(rows, keep_labels)
+
+    def _not_run_explanation(self, rows_data, extra, keep_labels, start, stop):
+        """Rows ``start:stop`` marked not run (the model failed first)."""
+        # An empty range still needs one row to carry the fields' shapes (a
+        # template for joining partial results); it is cut off again below.
+        rows = [self._not_run_result(extra) for _ in range(max(stop - start, 1))]
+        full = self._present_rows(
+            rows, rows_data, keep_labels, start, max(stop, start + 1)
+        )
+        return full[: stop - start]
+
+    def _present_rows(self, rows, rows_data, keep_labels, start, stop):
+        """An Explanation of per-row results of rows ``start:stop``, with
+        what readers see (labels with conditions, contributions) added."""
+        out = stack_rows(rows)
+        _, x_code, z0, _, X_orig = rows_data
+        index = np.arange(start, stop) % max(x_code.shape[0], 1)
+        out.update(self._presented(out, index, x_code, z0, X_orig))
+        return self._as_explanation(out, keep_labels)
+
+    def _presented(self, out, rows, x_code, z0, X_orig):
+        names = self._feature_names()
+        return presented(self.space_, names, out, rows, x_code, z0, X_orig)
+
+    def _as_explanation(self, rows, keep_labels):
+        return as_explanation(
+            rows,
+            keep_labels,
+            classes=self.classes_,
+            feature_names=self._feature_names(),
+            method=self._method_name,
+            params=self._provenance(),
+        )
+
+    def _warn_statuses(self, explanation):
+        """One ConvergenceWarning per kind of row whose result is not sound."""
+        few = explanation.status == "few_effective_samples"
+        if few.any():
+            ess = explanation.effective_samples[few]
+            warnings.warn(
+                f"{int(few.sum())} of {few.size} rows have fewer effective samples "
+                f"(Kish size of the kernel weights: median {np.median(ess):.3g}) "
+                f"than the {self._min_effective_samples()} their surrogate needs "
+                f"(status 'few_effective_samples'): their weights and score are not "
+                f"determined by the data. kernel_width={self.kernel_width_:.3g} "
+                "is usually too narrow for the neighbourhood; widen it.",
+                ConvergenceWarning,
+                stacklevel=4,
+            )
+
+    def _not_run_result(self, extra):
+        """The per-row result of a row not explained (the model failed first)."""
+        d, k = self.space_.d, self._selected_width()
+        return not_run_result(d, k, extra, self.classes_ is None)
+
+    def _feature_names(self):
+        if self.feature_names is not None:
+            return np.asarray(self.feature_names, dtype=object)
+        names = getattr(self, "feature_names_in_", None)
+        if names is None:
+            names = getattr(self.estimator_, "feature_names_in_", None)
+        if names is None:
+            names = [f"x{j}" for j in range(self.space_.d)]
+        return np.asarray(names, dtype=object)
+
+    def _provenance(self):
+        params = self.get_params(deep=False)
+        params.pop("estimator", None)
+        return params
+
+    def _group_size(self, points_per_row):
+        budget = self.batch_size or min(
+            _DEFAULT_POINTS_PER_GROUP, _DEFAULT_VALUES_PER_GROUP // self.space_.d
+        )
+        return max(1, int(budget) // max(points_per_row, 1))
+
+    def _explain_slice(self, sl, rows_data, targets, extra, seed, holdout):
+        x_num, x_code, z0, key, X_orig = rows_data
+        rows = np.arange(sl.start, sl.stop)
+        gens = [_row_streams(key[i], seed, self.sampling) for i in rows]
+        bb = lime_blackbox(self._caller, self.mode, self.n_outputs_, self.batch_size)
+        results = []
+        size = self._group_size(self.num_samples)
+        try:
+            for start in range(0, rows.size, size):
+                grp = rows[start : start + size]
+                ctx = _Group(
+                    grp, x_num, x_code, z0, X_orig, [gens[i - sl.start] for i in grp]
+                )
+                results.extend(self._explain_group(ctx, bb, targets, extra))
+        except ModelResponseError as err:
+            # What finished survives: whole groups, and the rows of the failing
+            # group that finished before the failure (S-LIME's rounds).
+            results.extend(getattr(err, "_group_results", []))
+            err._finished_rows = (sl.start, results)
+            raise
+        out = stack_rows(results)
+        out.update(self._presented(out, rows, x_code, z0, X_orig))
+        if holdout:
+            ctx = _Group(rows, x_num, x_code, z0, X_orig, [(g[1],) for g in gens])
+            out["holdout_score"] = _holdout(self, ctx, bb, out)
+        return out
+
+    # -- one group of rows: LIME -----------------------------------------------------------
+    def _explained_labels(self, Y0, r, targets, extra):
+        if self.classes_ is None:
+            return np.array([0], dtype=np.intp)
+        t = int(np.argmax(Y0)) if targets is None else int(targets[r])
+        return np.concatenate([[t], extra]).astype(np.intp)
+
+    def _explain_group(self, ctx, bb, targets, extra):
+        n = self.num_samples
+        Zs, Q, sizes = draw_neighbourhoods(self.space_, ctx, n, first=True)
+        Ys = query_group(bb, self.space_, ctx, Q, sizes, first=True)
+        out = []
+        for i, r in enumerate(ctx.rows):
+            labels = self._explained_labels(Ys[i][0], r, targets, extra)
+            w = self._weights(Zs[i])
+            fits = lime_fit(
+                Zs[i],
+                Ys[i],
+                labels,
+                w,
+                self.num_features,
+                self.feature_selection,
+                self.model_regressor,
+            )
+            ess = effective_samples(w)
+            ok = ess >= self._min_effective_samples()
+            status = "converged" if ok else "few_effective_samples"
+            out.append(
+                self._row_result(
+                    fits,
+                    labels,
+                    n,
+                    converged=ok,
+                    status=status,
+                    n_rounds=1,
+                    effective_samples=ess,
+                )
+            )
+        return out
+
+    def _row_result(self, fits, labels, n, **kw):
+        """Per-row arrays (see ``row_result``)."""
+        k = self._selected_width()
+        regression = self.classes_ is None
+        return row_result(self.space_, k, fits, labels, n, regression=regression, **kw)
+
+    def _min_effective_samples(self):
+        """Fewest effective samples for the surrogate (see ``effective_samples``)."""
+        return min_effective_samples(self._selected_width())
+
+    def _weights(self, Z):
+        return row_weights(Z, self.kernel, self.kernel_width_)
+
+    def _kernel(self, dist):
+        return lime_kernel(dist, self.kernel, self.kernel_width_)
+
+    def _selected_width(self):
+        d = self.space_.d
+        if getattr(self, "feature_selection", "lasso_path") == "none":
+            return d
+        return min(self.num_features, d)
+
+
+def _progress_steps(explainer, start, stop):
+    """Row ranges explained one after the other: one without a progress bar,
+    else a few model calls per worker each, so the bar moves as they return."""
+    if not explainer.verbose:
+        return [(start, stop)]
+    from joblib import effective_n_jobs
+
+    workers = max(effective_n_jobs(explainer.n_jobs), 1)
+    step = explainer._group_size(explainer.num_samples) * workers
+    steps = [(a, min(a + step, stop)) for a in range(start, stop, step)]
+    return steps or [(start, stop)]
+
+
+def _holdout(explainer, ctx, bb, out):
+    """Kernel-weighted R² of each surrogate on fresh perturbations."""
+    space, m = explainer.space_, explainer.num_samples
+    Zs, Q, sizes = draw_neighbourhoods(space, ctx, m, first=False)
+    Ys = query_group(bb, space, ctx, Q, sizes, first=False)
+    scores = np.empty(ctx.rows.size)
+    for i, r in enumerate(ctx.rows):
+        Z, y = Zs[i], Ys[i][:, int(out["target"][i])]
+        dist = _distances(Z, ctx.z0[r])
+        w = holdout_weights(dist, explainer.kernel, explainer.kernel_width_)
+        coef = out["values"][i][space.perm]
+        scores[i] = holdout_score(Z, y, w, out["intercept"][i], coef)
+    return scores
