@@ -89,6 +89,7 @@ def _check_random_mlp(seed, d, C, layers):
     return e.converged.sum(), responsive.sum()
 
 
+@pytest.mark.slow
 def test_relu_mlp_share_of_exact_rows():
     # 24 random networks spanning the property test's ranges, 480 rows.
     rng = np.random.default_rng(2026)
@@ -104,6 +105,7 @@ def test_logistic_regression_and_affine_pipelines_are_exact(seed, d, C):
     _check_affine_models(seed, d, C)
 
 
+@pytest.mark.slow
 def test_affine_models_share_of_exact_rows():
     rng = np.random.default_rng(7)
     totals = np.zeros(2)
@@ -149,6 +151,7 @@ def _check_affine_models(seed, d, C):
     return totals
 
 
+@pytest.mark.slow
 def test_digits_mlp_every_row_matches_ground_truth():
     from sklearn_plm_explain._anchors import make_anchor_model
 

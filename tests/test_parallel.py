@@ -11,7 +11,7 @@ from sklearn.neural_network import MLPClassifier
 from sklearn.preprocessing import StandardScaler
 
 from sklearn_plm_explain import OpenAPIExplainer
-from sklearn_plm_explain.utils._test_common import tested_estimators
+from sklearn_plm_explain.utils import _test_common  # (tested_* would be collected)
 
 
 @pytest.fixture(scope="module")
@@ -92,6 +92,7 @@ def test_blas_is_limited_inside_workers():
     assert all(c == [1] for c in counts)
 
 
+@pytest.mark.slow
 @pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
 @pytest.mark.dask
 def test_dask_cluster_gives_identical_results(bc):
@@ -149,7 +150,7 @@ def test_lime_explainers_identical_across_jobs_and_backends(bc, kind):
         np.testing.assert_array_equal(getattr(ref, field), getattr(other, field))
 
 
-EXPLAINERS = [e for e in tested_estimators() if hasattr(e, "explain")]
+EXPLAINERS = [e for e in _test_common.tested_estimators() if hasattr(e, "explain")]
 
 
 @pytest.mark.parametrize("index", range(len(EXPLAINERS)))
