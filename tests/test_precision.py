@@ -356,9 +356,17 @@ def test_stated_quantum_matches_the_inferred_one():
 
 
 # -- non-deterministic services ---------------------------------------------------
-@pytest.mark.parametrize("size", [1e-6, 1e-3])
-@pytest.mark.parametrize("per_call", [False, True])
-def test_jittered_services_are_never_wrongly_exact(size, per_call):
+@pytest.mark.parametrize(
+    "per_call, size",
+    [
+        (False, 1e-6),
+        (True, 1e-3),
+        # Each kind of jitter and each size is in the default run above.
+        pytest.param(False, 1e-3, marks=pytest.mark.slow),
+        pytest.param(True, 1e-6, marks=pytest.mark.slow),
+    ],
+)
+def test_jittered_services_are_never_wrongly_exact(per_call, size):
     for seed, d, C, layers in _NETS[:3]:
         mlp, X, rows = _random_relu_mlp(seed, d, C, layers)
         e = _explain(jittered(mlp, size, seed, per_call), X, rows[:8])
