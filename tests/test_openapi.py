@@ -440,6 +440,7 @@ def _bc_mlp_small():
     return MLPClassifier((16, 8), max_iter=500, random_state=0).fit(X, y), X
 
 
+@pytest.mark.slow  # starts process workers
 def test_results_do_not_depend_on_runs_jobs_or_batches():
     mlp, X = _bc_mlp_small()
     rows = X[:24]
@@ -623,6 +624,7 @@ def test_return_queries_are_points_the_model_saw(iris_model, counting):
         assert all(np.any(np.all(queried == p, axis=1)) for p in q)
 
 
+@pytest.mark.slow  # starts process workers
 def test_return_queries_with_reuse_and_jobs():
     lmt, X, rows = _lmt_with_a_flagged_row()
     explainer = OpenAPIExplainer(lmt, reuse_regions=True, random_state=0).fit(X)

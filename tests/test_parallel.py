@@ -56,6 +56,7 @@ def _assert_close(a, b):
     assert np.all(diff <= 2e-8 * np.abs(a.values).sum(1)[ok])
 
 
+@pytest.mark.slow  # starts process workers
 @pytest.mark.parametrize("n_jobs", [2, -1])
 def test_process_workers_give_identical_results(bc, n_jobs):
     _, X = bc
@@ -126,6 +127,7 @@ def test_dask_cluster_gives_identical_results(bc):
     _assert_same(local_mlp, out_mlp)
 
 
+@pytest.mark.slow  # starts process workers
 @pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
 @pytest.mark.parametrize("kind", ["lime", "slime"])
 def test_lime_explainers_identical_across_jobs_and_backends(bc, kind):

@@ -541,6 +541,7 @@ def test_checkpoint_resumes_to_the_uninterrupted_result(data, tmp_path, method):
     assert calls["calls"] == 0
 
 
+@pytest.mark.slow  # starts process workers
 def test_a_checkpoint_of_another_run_is_refused(data, tmp_path):
     model, X, _ = data
     rows = X[::10]
