@@ -3,7 +3,8 @@
 scikit-learn's own estimator checks, then the checks scikit-learn runs on its
 own estimators (and imbalanced-learn on its): parameter validation, pandas
 column names and output, fitted attributes documented. All run over the one
-instance list of :mod:`sklearn_plm_explain.utils._test_common`.
+instance list of :mod:`sklearn_plm_explain.utils._test_common`; the costly
+configurations (``_heavy``) run their checks with ``-m slow``.
 """
 
 import re
@@ -100,7 +101,8 @@ def test_every_class_is_checked_in_the_default_run():
     assert {type(e) for e in LIGHT} == {type(e) for e in ESTIMATORS}
 
 
-@pytest.mark.parametrize("estimator", _params(ESTIMATORS))
+# Validation and the fitted attributes cost little at any setting: all here.
+@pytest.mark.parametrize("estimator", ESTIMATORS, ids=_ids)
 def test_param_validation(estimator):
     _quiet(check_param_validation, type(estimator).__name__, estimator)
 
@@ -136,7 +138,7 @@ def _documented_attributes(cls):
     return names
 
 
-@pytest.mark.parametrize("estimator", _params(ESTIMATORS))
+@pytest.mark.parametrize("estimator", ESTIMATORS, ids=_ids)
 def test_fitted_attributes_are_documented(estimator):
     X, y = load_iris(return_X_y=True)
     est = clone(estimator)
