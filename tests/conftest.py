@@ -2,8 +2,22 @@
 
 import os
 
-import pytest
-from hypothesis import HealthCheck, settings
+# Every test is small, and the machines that run the suite are shared: BLAS
+# and OpenMP threads that wait on one another cost CPU time and win nothing.
+# One thread each, here and in the subprocesses the tests start (a variable
+# set by the caller is kept). Tests about thread limits set their own.
+for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_var, "1")
+
+import numpy  # noqa: E402, F401  (its BLAS, for the limit below)
+import pytest  # noqa: E402
+from hypothesis import HealthCheck, settings  # noqa: E402
+from threadpoolctl import threadpool_limits  # noqa: E402
+
+# Libraries loaded before the variables were set (by another plugin) have
+# sized their pools already: limit those directly too.
+threadpool_limits(limits=int(os.environ["OPENBLAS_NUM_THREADS"]), user_api="blas")
+threadpool_limits(limits=int(os.environ["OMP_NUM_THREADS"]), user_api="openmp")
 
 # Fitting models inside property tests is slow by hypothesis' standards: no
 # deadline, few examples. The default run is derandomised, so that it passes

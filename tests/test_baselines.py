@@ -169,6 +169,7 @@ def test_queries_are_the_points_sent(cls, iris_lr, counting):
         assert np.abs(q - x).max() <= 1e-2 * (1 + 1e-12)
 
 
+@pytest.mark.slow  # starts process workers
 @pytest.mark.parametrize("cls", BASELINES)
 def test_results_do_not_depend_on_jobs_or_batches(cls, relu_mlp):
     mlp, X = relu_mlp

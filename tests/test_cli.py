@@ -79,6 +79,7 @@ def _read_rows(path):
         return list(csv.DictReader(fh))
 
 
+@pytest.mark.slow
 def test_openapi_to_csv_with_the_console_script(files, tmp_path):
     out = tmp_path / "out.csv"
     proc = _run(
@@ -100,6 +101,7 @@ def test_openapi_to_csv_with_the_console_script(files, tmp_path):
     assert proc.stdout == ""
 
 
+@pytest.mark.slow
 def test_slime_to_json_with_a_target(files, tmp_path):
     out = tmp_path / "out.json"
     proc = _run(
@@ -251,6 +253,7 @@ def test_lime_output_carries_the_conditions(files, tmp_path):
         assert all(("<" in p) or (">" in p) for p in parts)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "args, message",
     [
@@ -279,6 +282,7 @@ def test_model_help_warns_about_untrusted_files(capsys):
     assert "runs code stored in the file: only use files you trust" in text
 
 
+@pytest.mark.slow
 def test_demo_writes_class_average_heatmaps(tmp_path):
     pytest.importorskip("matplotlib")
     png = tmp_path / "digits.png"

@@ -3,7 +3,8 @@
 scikit-learn's own estimator checks, then the checks scikit-learn runs on its
 own estimators (and imbalanced-learn on its): parameter validation, pandas
 column names and output, fitted attributes documented. All run over the one
-instance list of :mod:`sklearn_plm_explain.utils._test_common`.
+instance list of :mod:`sklearn_plm_explain.utils._test_common`; the costly
+configurations (``_heavy``) run their checks with ``-m slow``.
 """
 
 import re
@@ -15,6 +16,7 @@ from numpydoc.docscrape import ClassDoc
 from sklearn.base import clone
 from sklearn.datasets import load_iris
 from sklearn.exceptions import ConvergenceWarning
+from sklearn.neural_network import MLPClassifier
 from sklearn.utils.estimator_checks import (
     check_dataframe_column_names_consistency,
     check_global_output_transform_pandas,
@@ -25,12 +27,50 @@ from sklearn.utils.estimator_checks import (
     parametrize_with_checks,
 )
 
-from sklearn_plm_explain.utils._test_common import (
-    expected_failed_checks,
-    tested_estimators,
+from sklearn_plm_explain import (
+    LimeTabularExplainer,
+    LogisticModelTreeClassifier,
+    OpenAPIExplainer,
+    StableLIMEExplainer,
 )
+from sklearn_plm_explain.utils import _test_common  # (tested_* would be collected)
+from sklearn_plm_explain.utils._test_common import expected_failed_checks
 
-ESTIMATORS = tested_estimators()
+ESTIMATORS = _test_common.tested_estimators()
+
+
+def _heavy(est):
+    """Whether each check of ``est`` costs up to seconds: the default settings
+    of the sampling explainers (5000 samples a row, which S-LIME's stability
+    test grows) and of the tree (LogitBoost cross-validated at every node),
+    LIME's continuous sampling (a lasso path a row), a tree grown unpruned,
+    and the OpenAPI search over an MLP. Their checks run with ``-m slow`` (as
+    CI does); every class keeps a cheaper configuration in the default run.
+    """
+    if isinstance(est, OpenAPIExplainer):
+        return isinstance(est.estimator, MLPClassifier)
+    if type(est) not in (
+        LimeTabularExplainer,
+        StableLIMEExplainer,
+        LogisticModelTreeClassifier,
+    ):
+        return False
+    if repr(est) == repr(type(est)()):
+        return True
+    if isinstance(est, LogisticModelTreeClassifier):
+        return not est.prune
+    return not est.discretize_continuous
+
+
+LIGHT = [e for e in ESTIMATORS if not _heavy(e)]
+HEAVY = [e for e in ESTIMATORS if _heavy(e)]
+
+
+def _params(estimators):
+    slow = [pytest.mark.slow]
+    return [
+        pytest.param(e, id=_ids(e), marks=slow if _heavy(e) else ()) for e in estimators
+    ]
 
 
 def _quiet(check, *args):
@@ -42,20 +82,32 @@ def _quiet(check, *args):
 
 
 def _ids(est):
-    return re.sub(r"\s+", "", repr(est))
+    # Without the addresses of functions, so that ids are the same every run.
+    return re.sub(r"\s+|\bat0x[0-9a-f]+", "", repr(est))
 
 
-@parametrize_with_checks(ESTIMATORS, expected_failed_checks=expected_failed_checks)
+@parametrize_with_checks(LIGHT, expected_failed_checks=expected_failed_checks)
 def test_sklearn_compatible_estimator(estimator, check):
     _quiet(check, estimator)
 
 
+@pytest.mark.slow
+@parametrize_with_checks(HEAVY, expected_failed_checks=expected_failed_checks)
+def test_sklearn_compatible_heavy_estimator(estimator, check):
+    _quiet(check, estimator)
+
+
+def test_every_class_is_checked_in_the_default_run():
+    assert {type(e) for e in LIGHT} == {type(e) for e in ESTIMATORS}
+
+
+# Validation and the fitted attributes cost little at any setting: all here.
 @pytest.mark.parametrize("estimator", ESTIMATORS, ids=_ids)
 def test_param_validation(estimator):
     _quiet(check_param_validation, type(estimator).__name__, estimator)
 
 
-@pytest.mark.parametrize("estimator", ESTIMATORS, ids=_ids)
+@pytest.mark.parametrize("estimator", _params(ESTIMATORS))
 def test_pandas_column_names_consistency(estimator):
     pytest.importorskip("pandas")
     _quiet(
@@ -73,7 +125,7 @@ OUTPUT_CHECKS = [
 
 
 @pytest.mark.parametrize("check", OUTPUT_CHECKS, ids=lambda c: c.__name__)
-@pytest.mark.parametrize("estimator", TRANSFORMERS, ids=_ids)
+@pytest.mark.parametrize("estimator", _params(TRANSFORMERS))
 def test_transformer_feature_names_and_pandas_output(estimator, check):
     pytest.importorskip("pandas")
     _quiet(check, type(estimator).__name__, estimator)
@@ -155,3 +207,37 @@ def test_hypothesis_profiles_control_every_property_test():
         if p != this and "max_examples" in p.read_text(encoding="utf-8")
     ]
     assert not local, f"max_examples is set locally in {local}"
+
+
+def _property_tests():
+    """The hypothesis tests of every test module, by module and name."""
+    import importlib.util
+    from pathlib import Path
+
+    found = {}
+    for path in sorted(Path(__file__).parent.glob("test_*.py")):
+        spec = importlib.util.spec_from_file_location(f"_scan_{path.stem}", path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        for name, obj in vars(module).items():
+            if getattr(obj, "is_hypothesis_test", False):
+                found[f"{path.name}::{name}"] = obj
+    return found
+
+
+def test_property_tests_run_the_profiles_number_of_examples():
+    # What the text scan above cannot see (a value from a variable, settings
+    # built elsewhere): each property test's effective settings, which
+    # hypothesis fixes when the test is decorated, after conftest.py has
+    # loaded the profile.
+    from hypothesis import settings
+
+    tests = _property_tests()
+    assert len(tests) >= 10  # the scan finds them
+    wanted = settings.default.max_examples
+    local = {
+        name: test._hypothesis_internal_use_settings.max_examples
+        for name, test in tests.items()
+        if test._hypothesis_internal_use_settings.max_examples != wanted
+    }
+    assert not local, f"not the profile's max_examples={wanted}: {local}"

@@ -432,6 +432,7 @@ def test_fitted_model_not_refitted(iris):
 
 
 # -- determinism ----------------------------------------------------------------------
+@pytest.mark.slow  # starts process workers
 def test_determinism_batch_and_jobs(cancer):
     Xtr, Xte, _, model = cancer
     kw = {"num_samples": 400, "num_features": 4, "random_state": 0}

@@ -89,6 +89,7 @@ def _check_random_mlp(seed, d, C, layers):
     return e.converged.sum(), responsive.sum()
 
 
+@pytest.mark.slow
 def test_relu_mlp_share_of_exact_rows():
     # 24 random networks spanning the property test's ranges, 480 rows.
     rng = np.random.default_rng(2026)
@@ -104,6 +105,7 @@ def test_logistic_regression_and_affine_pipelines_are_exact(seed, d, C):
     _check_affine_models(seed, d, C)
 
 
+@pytest.mark.slow
 def test_affine_models_share_of_exact_rows():
     rng = np.random.default_rng(7)
     totals = np.zeros(2)
@@ -149,6 +151,7 @@ def _check_affine_models(seed, d, C):
     return totals
 
 
+@pytest.mark.slow
 def test_digits_mlp_every_row_matches_ground_truth():
     from sklearn_plm_explain._anchors import make_anchor_model
 
@@ -483,6 +486,7 @@ def _bc_mlp_small():
     return MLPClassifier((16, 8), max_iter=500, random_state=0).fit(X, y), X
 
 
+@pytest.mark.slow  # starts process workers
 def test_results_do_not_depend_on_runs_jobs_or_batches():
     mlp, X = _bc_mlp_small()
     rows = X[:24]
@@ -666,6 +670,7 @@ def test_return_queries_are_points_the_model_saw(iris_model, counting):
         assert all(np.any(np.all(queried == p, axis=1)) for p in q)
 
 
+@pytest.mark.slow  # starts process workers
 def test_return_queries_with_reuse_and_jobs():
     lmt, X, rows = _lmt_with_a_flagged_row()
     explainer = OpenAPIExplainer(lmt, reuse_regions=True, random_state=0).fit(X)

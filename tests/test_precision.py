@@ -5,6 +5,7 @@ is ``exact`` with a relative L1 error above 1e-6, and no certified row
 (``exact`` or ``approximate``) has an error above its ``error_bound``.
 """
 
+import functools
 import re
 import warnings
 from pathlib import Path
@@ -74,6 +75,7 @@ def _check_honest(e, err):
     return certified
 
 
+@functools.cache  # fitted once per network; read-only, so no test can alter it
 def _random_relu_mlp(seed, d, C, layers):
     X, y = make_blobs(
         n_samples=300, centers=C, n_features=d, cluster_std=3.0, random_state=seed
@@ -83,7 +85,10 @@ def _random_relu_mlp(seed, d, C, layers):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
         mlp = MLPClassifier(sizes, max_iter=60, random_state=seed).fit(X, y)
-    return mlp, X, X[np.random.default_rng(seed + 1).choice(len(X), 12, replace=False)]
+    rows = X[np.random.default_rng(seed + 1).choice(len(X), 12, replace=False)]
+    for a in (X, rows):
+        a.setflags(write=False)
+    return mlp, X, rows
 
 
 _NETS = [(1000, 6, 3, 1), (1001, 24, 5, 2), (1002, 12, 2, 3), (1003, 38, 8, 2)]
@@ -233,6 +238,7 @@ def onnx_mlps():
     return out
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "name, n_rows", [("digits", 12), ("wine", 36), ("breast_cancer", 40)]
 )
@@ -350,9 +356,17 @@ def test_stated_quantum_matches_the_inferred_one():
 
 
 # -- non-deterministic services ---------------------------------------------------
-@pytest.mark.parametrize("size", [1e-6, 1e-3])
-@pytest.mark.parametrize("per_call", [False, True])
-def test_jittered_services_are_never_wrongly_exact(size, per_call):
+@pytest.mark.parametrize(
+    "per_call, size",
+    [
+        (False, 1e-6),
+        (True, 1e-3),
+        # Each kind of jitter and each size is in the default run above.
+        pytest.param(False, 1e-3, marks=pytest.mark.slow),
+        pytest.param(True, 1e-6, marks=pytest.mark.slow),
+    ],
+)
+def test_jittered_services_are_never_wrongly_exact(per_call, size):
     for seed, d, C, layers in _NETS[:3]:
         mlp, X, rows = _random_relu_mlp(seed, d, C, layers)
         e = _explain(jittered(mlp, size, seed, per_call), X, rows[:8])
@@ -415,7 +429,7 @@ def _reuse_check(n_inside, n_past, rel=1e-5):
     assert (shared.status == "exact").sum() <= (alone.status == "exact").sum() + 2
 
 
-@pytest.mark.parametrize("rel", [1e-5, 1e-7])
+@pytest.mark.parametrize("rel", [1e-5, pytest.param(1e-7, marks=pytest.mark.slow)])
 def test_reuse_past_a_weak_boundary(rel):
     _reuse_check(60, 600, rel)
 

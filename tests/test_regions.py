@@ -3,6 +3,7 @@
 import warnings
 
 import numpy as np
+import pytest
 from hypothesis import assume, given
 from hypothesis import strategies as st
 from sklearn.datasets import make_blobs
@@ -67,6 +68,7 @@ def _on_a_split(lmt, X):
     return hit
 
 
+@pytest.mark.slow  # starts process workers
 def test_reuse_content_independent_of_order_and_jobs(digits_lmt):
     lmt, X_fit, X = digits_lmt
     X = X[:120]

@@ -177,6 +177,9 @@ def test_missing_httpx_names_the_extra(monkeypatch):
 
 
 # -- MLflow's scoring server -------------------------------------------------------------
+# Booting `mlflow models serve` costs seconds of CPU: the tests that need it
+# are slow (CI runs them; the v2 server below serves the default run).
+@pytest.mark.slow
 def test_mlflow_answers_bitwise_in_order(data, proxy):
     model, X, _ = data
     remote = _remote(proxy.url, max_concurrency=4, max_batch_rows=7)
@@ -189,6 +192,7 @@ def test_mlflow_answers_bitwise_in_order(data, proxy):
     np.testing.assert_array_equal(remote.predict(X), model.predict(X))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("method", ["openapi", "lime", "slime"])
 def test_mlflow_explanations_equal_local(data, proxy, method):
     model, X, rows = data
@@ -204,6 +208,7 @@ def test_mlflow_explanations_equal_local(data, proxy, method):
     assert proxy.forwarded.rows == sum(calls) == remote.stats.rows_sent
 
 
+@pytest.mark.slow
 def test_mlflow_dataframe_split_with_columns(data, proxy):
     model, X, rows = data
     names = ["sl", "sw", "pl", "pw"]
@@ -216,6 +221,7 @@ def test_mlflow_dataframe_split_with_columns(data, proxy):
     assert proxy.forwarded.rows == len(rows)
 
 
+@pytest.mark.slow
 def test_without_classes_the_explainer_finds_them_with_one_query(data, proxy):
     model, X, rows = data
     remote = RemoteModel(proxy.url, max_batch_rows=B)
@@ -224,6 +230,7 @@ def test_without_classes_the_explainer_finds_them_with_one_query(data, proxy):
     assert_same(got, local)
 
 
+@pytest.mark.slow
 def test_mlflow_bad_input_is_not_retried_and_is_named(data, proxy):
     _, X, _ = data
     remote = _remote(proxy.url)
@@ -254,6 +261,7 @@ def faulty(mlflow_server):
     p.stop()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("method", ["openapi", "lime", "slime"])
 def test_faults_do_not_change_the_result(data, proxy, faulty, method, caplog):
     model, X, rows = data
@@ -281,6 +289,7 @@ def test_faults_do_not_change_the_result(data, proxy, faulty, method, caplog):
     assert SECRET not in caplog.text
 
 
+@pytest.mark.slow
 def test_all_fault_kinds_are_retried(data, mlflow_server):
     model, X, _ = data
     script = ["500", "503", "delay", "drop", ("429", "0.05"), "503"]
@@ -296,6 +305,7 @@ def test_all_fault_kinds_are_retried(data, mlflow_server):
     assert reasons == {"HTTP 500": 1, "HTTP 503": 2, "connection": 1, "HTTP 429": 1}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("value", ["1", "http-date"])
 def test_retry_after_is_honoured(data, mlflow_server, value):
     _, X, _ = data
@@ -315,6 +325,7 @@ def test_retry_after_is_honoured(data, mlflow_server, value):
     assert remote.stats.wait_seconds >= 0.9
 
 
+@pytest.mark.slow
 def test_giving_up_names_the_last_failure(data, mlflow_server):
     _, X, _ = data
     p = servers.FaultProxy(mlflow_server.url, script=["503"] * 3).start()
@@ -329,6 +340,7 @@ def test_giving_up_names_the_last_failure(data, mlflow_server):
 
 
 # -- the query budget ------------------------------------------------------------------------
+@pytest.mark.slow
 @pytest.mark.parametrize("method", ["openapi", "lime", "slime"])
 def test_budget_stops_before_it_is_exceeded(data, proxy, method):
     model, X, rows = data
@@ -529,6 +541,7 @@ def test_checkpoint_resumes_to_the_uninterrupted_result(data, tmp_path, method):
     assert calls["calls"] == 0
 
 
+@pytest.mark.slow  # starts process workers
 def test_a_checkpoint_of_another_run_is_refused(data, tmp_path):
     model, X, _ = data
     rows = X[::10]
@@ -604,6 +617,7 @@ print("finished")
 """.replace("SECRET", SECRET)
 
 
+@pytest.mark.slow
 def test_a_run_killed_mid_way_resumes_without_requerying_finished_rows(
     data, mlflow_server, tmp_path
 ):
@@ -719,6 +733,7 @@ def _cli(capsys, *args):
     return code, out, err
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "method, extra", [("openapi", []), ("lime", ["--num-samples", 100])]
 )
@@ -746,6 +761,7 @@ def test_cli_explains_a_served_model_as_a_local_one(
     assert all(h.get("authorization") == SECRET for h in proxy.forwarded.headers)
 
 
+@pytest.mark.slow
 def test_cli_checkpoint_resumes_a_run_stopped_by_its_budget(cli_files, proxy, capsys):
     common = [
         "explain",
@@ -800,6 +816,7 @@ def test_floats_round_trip_exactly(bad_service):
     np.testing.assert_array_equal(remote.predict_proba(X), X)
 
 
+@pytest.mark.slow
 def test_errors_and_partials_come_back_from_process_workers(data):
     import functools
 

@@ -1,5 +1,6 @@
 """Tuning explainers with GridSearchCV around a fitted model that stays fitted."""
 
+import functools
 import pickle
 import warnings
 
@@ -16,9 +17,11 @@ from sklearn.preprocessing import StandardScaler
 from sklearn_plm_explain import OpenAPIExplainer
 
 
+@functools.cache  # fitted once; the tests check that they leave it unchanged
 def _bc_mlp():
     X, y = load_breast_cancer(return_X_y=True)
     X = StandardScaler().fit_transform(X)
+    X.setflags(write=False)
     return MLPClassifier((16,), max_iter=500, random_state=0).fit(X, y), X
 
 
@@ -55,6 +58,7 @@ def test_score_is_share_of_exact_rows_less_a_query_charge():
     assert score == e.converged.mean() - charge
 
 
+@pytest.mark.slow
 @pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
 def test_grid_search_over_slime_kernel_and_sample_size():
     from sklearn_plm_explain import StableLIMEExplainer
@@ -80,6 +84,7 @@ def test_grid_search_over_slime_kernel_and_sample_size():
     assert search.best_estimator_.estimator_.estimator is mlp
 
 
+@pytest.mark.slow
 def test_grid_search_over_lime_kernel_width_runs_at_any_width():
     """Narrow kernels used to raise 'Singular matrix' in forward selection
     (kernel_width 0.1, or 1 with continuous features). Every width and both

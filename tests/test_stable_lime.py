@@ -303,6 +303,7 @@ def test_categorical_strings():
     assert_array_equal(e.n_queries, e.n_samples)
 
 
+@pytest.mark.slow  # starts process workers
 @pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
 def test_determinism_batch_and_jobs():
     X, y = load_breast_cancer(return_X_y=True)
