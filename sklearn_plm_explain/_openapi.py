@@ -7,7 +7,6 @@ from numbers import Integral, Real
 
 import numpy as np
 from joblib import effective_n_jobs
-from sklearn import get_config
 from sklearn.base import (
     BaseEstimator,
     OneToOneFeatureMixin,
@@ -22,7 +21,6 @@ from sklearn_plm_explain._blackbox import (
     BlackBox,
     ModelResponseError,
     base_seed,
-    map_row_chunks,
     resolve_estimator,
     resolve_response_method,
 )
@@ -30,7 +28,13 @@ from sklearn_plm_explain._checkpoint import explain_in_chunks
 from sklearn_plm_explain._explanation import Explanation, count_statuses
 from sklearn_plm_explain._progress import progress_bar
 from sklearn_plm_explain._results import ResultTable
-from sklearn_plm_explain._search import LocalModelSearch, SearchConfig
+from sklearn_plm_explain._search import (
+    SearchConfig,
+    fill_in_groups,
+    learned_radius,
+    rows_per_group,
+    search_in_groups,
+)
 from sklearn_plm_explain._validation import (
     class_indices,
     is_numeric_dtype,
@@ -39,16 +43,10 @@ from sklearn_plm_explain._validation import (
 
 __all__ = ["OpenAPIExplainer", "STATUSES"]
 
-# init_radius="auto": rows of the background explained in fit, the margin of
-# the learned radius over what nine in ten of them needed, and the radius
-# used without it.
+# init_radius="auto": rows of the background explained in fit, and the
+# radius used without it.
 _CALIBRATION_ROWS = 16
-_CALIBRATION_MARGIN = 2.0
 _DEFAULT_RADIUS = 2e-4
-# batch_size="auto" keeps a group's largest arrays (its cubes' designs) below
-# this size: the allocator then reuses their memory from group to group,
-# where larger ones are mapped afresh and paid for again page by page.
-_ARRAY_BYTES = 16 * 2**20
 # With n_jobs > 1 the rows go to the workers in this many steps.
 _PARALLEL_STEPS = 4
 
@@ -384,12 +382,8 @@ class OpenAPIExplainer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         return self
 
     def _learn_radius(self, X, frame):
-        """The smallest first radius that certifies most background rows.
-
-        A certified cube's bound falls like 1 / radius, so ``error_bound *
-        radius`` is what a row needs; a smaller cube is less likely to reach
-        a region boundary.
-        """
+        """The first radius learned from rows of the background (see
+        :func:`~sklearn_plm_explain._search.learned_radius`)."""
         rows = np.unique(np.linspace(0, X.shape[0] - 1, _CALIBRATION_ROWS).astype(int))
         sample = frame.iloc[rows] if frame is not None else None
         target = np.full(rows.size, -1, dtype=np.intp)
@@ -397,11 +391,8 @@ class OpenAPIExplainer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", ConvergenceWarning)
             e = self._explain_range(X[rows], sample, target, seed, 0, rows.size)
-        need = (e.error_bound * e.radius)[e.status == "exact"]
-        if need.size == 0:
-            return _DEFAULT_RADIUS
-        radius = _CALIBRATION_MARGIN * np.quantile(need, 0.9) / self.rtol
-        return float(np.clip(radius, self.min_radius, self.max_radius))
+        radius = learned_radius(e, self.rtol, self.min_radius, self.max_radius)
+        return _DEFAULT_RADIUS if radius is None else radius
 
     def _numeric_part(self, X, reset):
         """The numeric columns of ``X`` as floats, and the frame if it is mixed.
@@ -553,49 +544,22 @@ class OpenAPIExplainer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
             # few large tasks spare sending the model and rows again and
             # again (the bar then moves a quarter of the rows at a time).
             group = max(group * jobs, -(-(stop - start) // _PARALLEL_STEPS))
-        # The range's results are filled in place group by group, so that
-        # they are never held twice.
         table = self._blank(start, stop, config.return_queries)
+        args = (X, target_idx, seed, frame, config)
         with progress_bar(stop - start, self.verbose, desc="OpenAPIExplainer") as bar:
-            for a in range(start, stop, group):
-                b = min(a + group, stop)
-                try:
-                    parts = map_row_chunks(
-                        self._explain_rows,
-                        b - a,
-                        self.n_jobs,
-                        X,
-                        target_idx,
-                        seed,
-                        frame,
-                        config,
-                        start=a,
-                    )
-                except ModelResponseError as err:
-                    if not isinstance(err.partial, Explanation):
-                        # What the failing group finished, if it got that far;
-                        # the rows after it stay not run.
-                        if err.partial is not None:
-                            table.put(err.partial)
-                        err.partial = self._assemble(table, X[start:stop])
-                    raise
-                for part in parts:
-                    table.put(part)
-                del parts
-                bar.update(b - a)
+            try:
+                fill_in_groups(table, self._explain_rows, args, self.n_jobs, group, bar)
+            except ModelResponseError as err:
+                if isinstance(err.partial, ResultTable):
+                    err.partial = self._assemble(err.partial, X[start:stop])
+                raise
         return self._assemble(table, X[start:stop])
 
     def _rows_per_group(self, d):
         """Rows a job explains at once: all of them unless ``batch_size="auto"``."""
         if self.batch_size != "auto":
             return np.iinfo(np.intp).max
-        # One cube's design, in float64; the search holds about four arrays of
-        # that size per row (the round's points, the design, the cube kept,
-        # the fit's workspace) and its results.
-        cube = 8 * (d + self.n_witnesses + 2) * (d + 1)
-        per_row = 4 * cube + 8 * d * (self._n_outputs + 2)
-        budget = get_config()["working_memory"] * 2**20
-        return int(max(1, min(budget // per_row, _ARRAY_BYTES // cube)))
+        return rows_per_group(d, self.n_witnesses, self._n_outputs)
 
     def transform(self, X):
         """Decision features of the predicted class, shape (n_samples, n_features).
@@ -718,18 +682,9 @@ class OpenAPIExplainer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         """The result table of the rows ``rows`` (a slice) of the batch, a
         group of rows at a time (see ``batch_size``)."""
         per_group = self._rows_per_group(X.shape[1])
-        tables = []
-        for a in range(rows.start, rows.stop, per_group):
-            b = min(a + per_group, rows.stop)
-            search = LocalModelSearch(config, self._black_box(frame))
-            try:
-                tables.append(search.run(X[a:b], target[a:b], seed, offset=a))
-            except ModelResponseError as err:
-                if tables:
-                    done = [] if err.partial is None else [err.partial]
-                    err.partial = ResultTable.stacked([*tables, *done])
-                raise
-        return ResultTable.stacked(tables)
+        return search_in_groups(
+            config, lambda: self._black_box(frame), X, target, seed, rows, per_group
+        )
 
     def _blank(self, start, stop, queries=False):
         """The result table of rows ``start:stop``, not run."""

@@ -16,8 +16,13 @@ few fresh probes confirm it instead of a search.
 from dataclasses import dataclass
 
 import numpy as np
+from sklearn import get_config
 
-from sklearn_plm_explain._blackbox import ModelResponseError, row_generators
+from sklearn_plm_explain._blackbox import (
+    ModelResponseError,
+    map_row_chunks,
+    row_generators,
+)
 from sklearn_plm_explain._certify import grid_rounded
 from sklearn_plm_explain._chunk_state import ChunkState
 from sklearn_plm_explain._design import design
@@ -25,6 +30,7 @@ from sklearn_plm_explain._judge import CubeJudge, Cubes
 from sklearn_plm_explain._precision import NOISE_CAP
 from sklearn_plm_explain._radius import RadiusSearch
 from sklearn_plm_explain._regions import N_PAIRS, RegionLibrary
+from sklearn_plm_explain._results import ResultTable
 
 # A row boxed in between too-small and non-linear cubes may use up to this
 # many times (d + 1) witnesses at its largest consistent radius.
@@ -38,6 +44,85 @@ _MIN_RELATIVE_SCALE = 0.1
 # With region reuse, the first wave of rows searched is this fraction of the
 # batch; waves then double, so the number of rounds grows by a constant.
 _FIRST_WAVE = 32
+# Row groups keep their largest arrays (their cubes' designs) below this size:
+# the allocator then reuses their memory from group to group, where larger
+# ones are mapped afresh and paid for again page by page.
+_ARRAY_BYTES = 16 * 2**20
+# A learned first radius is this many times what nine in ten rows needed.
+_RADIUS_MARGIN = 2.0
+
+
+def rows_per_group(d, n_witnesses, n_outputs):
+    """Rows searched together so that a group fits the working memory.
+
+    The search holds about four arrays of one cube's design size per row
+    (the round's points, the design, the cube kept, the fit's workspace) and
+    the row's results, within scikit-learn's ``working_memory``; and no such
+    array over ``_ARRAY_BYTES``.
+    """
+    cube = 8 * (d + n_witnesses + 2) * (d + 1)
+    per_row = 4 * cube + 8 * d * (n_outputs + 2)
+    budget = get_config()["working_memory"] * 2**20
+    return int(max(1, min(budget // per_row, _ARRAY_BYTES // cube)))
+
+
+def search_in_groups(config, make_black_box, X, target, seed, rows, per_group):
+    """The result table of ``rows`` (a slice of the batch ``X``), searched a
+    group of ``per_group`` rows at a time; on a model failure the error's
+    ``partial`` holds the rows of this slice finished so far."""
+    tables = []
+    for a in range(rows.start, rows.stop, per_group):
+        b = min(a + per_group, rows.stop)
+        search = LocalModelSearch(config, make_black_box())
+        try:
+            tables.append(search.run(X[a:b], target[a:b], seed, offset=a))
+        except ModelResponseError as err:
+            if tables:
+                done = [] if err.partial is None else [err.partial]
+                err.partial = ResultTable.stacked([*tables, *done])
+            raise
+    return ResultTable.stacked(tables)
+
+
+def fill_in_groups(table, worker, args, n_jobs, group, bar):
+    """Fill ``table`` in place, ``group`` rows at a time split over the jobs.
+
+    ``worker(rows, *args)`` gives the result table of a slice of rows. Each
+    group is counted on ``bar`` as it returns and its results are written at
+    once, so that they are never held twice. On a model failure the error's
+    ``partial`` is ``table`` with what the failing group finished, the rows
+    after it not run.
+    """
+    start, stop = table.offset, table.offset + len(table)
+    for a in range(start, stop, group):
+        b = min(a + group, stop)
+        try:
+            parts = map_row_chunks(worker, b - a, n_jobs, *args, start=a)
+        except ModelResponseError as err:
+            if isinstance(err.partial, ResultTable):
+                table.put(err.partial)
+            err.partial = table
+            raise
+        for part in parts:
+            table.put(part)
+        del parts
+        bar.update(b - a)
+
+
+def learned_radius(explanation, rtol, min_radius, max_radius):
+    """The smallest first radius that certifies most of ``explanation``'s rows.
+
+    A certified cube's bound falls like 1 / radius, so ``error_bound *
+    radius`` is what a row needs; the learned radius is ``_RADIUS_MARGIN``
+    times the 90th percentile of that over ``rtol`` (a smaller cube is less
+    likely to reach a region boundary), or None when no row was certified.
+    """
+    e = explanation
+    need = (e.error_bound * e.radius)[e.status == "exact"]
+    if need.size == 0:
+        return None
+    radius = _RADIUS_MARGIN * np.quantile(need, 0.9) / rtol
+    return float(np.clip(radius, min_radius, max_radius))
 
 
 # Not compared (eq=False): it holds an array, whose == is elementwise.

@@ -89,6 +89,7 @@ def test_learned_first_radius_is_used_by_every_row(iris_model):
     assert fixed.init_radius_ == fixed.init_radius == 2e-4
 
 
+@pytest.mark.slow
 def test_learned_first_radius_saves_queries_where_regions_are_small():
     # A ReLU network on many features: its regions are small next to the
     # default first cube, so most rows need a second one; the learned radius
