@@ -39,6 +39,9 @@ DESIGN_ULPS = 16.0
 # solve's error bound is this fraction of the smallest noise scale.
 _MAX_REFINE = 6
 _NEGLIGIBLE_SOLVE = 1e-3
+# The fast fit's closed-form bound on the standard errors is used while it
+# is within this fraction of the exact value.
+_LOOSE_VARIANCE = 0.01
 
 # Below this, a probability's absolute rounding error matters in log space.
 _SMALL_P = 2.0**-10
@@ -105,7 +108,8 @@ def fit_local_models(A, Y, x0, step, centre, tau, n_orthogonal=None):
     matrix products alone (:func:`_fit_orthogonal`); rows that also hold
     points added later, or a few points much noisier than the rest (small
     probabilities known only as ``1 - p``), by the same products and a
-    low-rank correction (:func:`_fit_corrected`); the others by a weighted QR
+    low-rank correction of their weights (:func:`_fit_corrected`); the others
+    by a weighted QR
     factorisation (:func:`_fit_weighted`). The first two bound every error at
     least as high as the third would, and are exact to within that bound.
 
@@ -159,8 +163,8 @@ def fit_local_models(A, Y, x0, step, centre, tau, n_orthogonal=None):
     eps = np.full(n, np.inf)
     ok = n_orth >= p + 1
     eps[ok] = _design_error(x0[ok], step[ok], n_orth[ok])
-    # Points much noisier than the least noisy one are left out of the
-    # product-based fits (a weighted fit all but ignores them too).
+    # Points much noisier than the least noisy one get their weighted-fit
+    # weights through a low-rank correction.
     heavy = tau > HEAVY_NOISE * tau.min(axis=1)[:, None]
     rank = heavy.sum(axis=1) + (m - n_orth)
     ok &= eps <= MAX_DESIGN_ERROR
@@ -174,7 +178,7 @@ def fit_local_models(A, Y, x0, step, centre, tau, n_orthogonal=None):
             A[plain], Y[plain], tau[plain], eps[plain]
         )
     for i in np.flatnonzero(corrected):
-        fit = _fit_corrected(A[i], Y[i], tau[i], eps[i], n_orth[i], ~heavy[i])
+        fit = _fit_corrected(A[i], Y[i], tau[i], eps[i], n_orth[i], heavy[i])
         if fit is None:
             corrected[i] = False
             continue
@@ -268,73 +272,89 @@ def _fit_orthogonal(A, Y, tau, eps):
     # squared norm m - 1 and entries of at most 2 squared, and the represented
     # one differs from it by a relative eps at most (within the norm bound),
     # so the sum is at most (1 + eps)^2 (t0^2 (m - 1) + 2 sum_m (tau_m^2 -
-    # t0^2)) with t0 the smallest tau.
+    # t0^2)) with t0 the smallest tau. Where the noise scale varies enough
+    # for that bound to be loose (by over 1 %), the sum is taken exactly.
     tau2 = tau**2
     t0 = tau2.min(axis=1)
-    var = (1.0 + eps) ** 2 * (t0 * (m - 1.0) + 2.0 * (tau2 - t0[:, None]).sum(axis=1))
+    spread = 2.0 * (tau2 - t0[:, None]).sum(axis=1)
+    var = np.repeat(((1.0 + eps) ** 2 * (t0 * (m - 1.0) + spread))[:, None], p - 1, 1)
+    loose = spread > _LOOSE_VARIANCE * t0 * (m - 1.0)
+    for i in np.flatnonzero(loose):
+        var[i] = tau2[i] @ A[i, :, 1:] ** 2
     se = np.sqrt(var) / (m - 1.0)
     # The correction for the design's own error:
     # ||S^1/2 (M^-1 - I)|| <= tau_max sqrt(1 + eps) eps / (1 - eps).
-    se += np.sqrt(tau2.max(axis=1) * (1.0 + eps)) * e / np.sqrt(m - 1.0)
+    se += (np.sqrt(tau2.max(axis=1) * (1.0 + eps)) * e / np.sqrt(m - 1.0))[:, None]
     # A coefficient's solve error is at most the scaled error over sqrt(D_j).
-    se += solve / np.sqrt(m - 1.0)
-    return beta, sigma_hat, np.repeat(se[:, None], p - 1, axis=1)
+    se += (solve / np.sqrt(m - 1.0))[:, None]
+    return beta, sigma_hat, se
 
 
-def _fit_corrected(A, Y, tau, eps, n_orth, kept):
-    """One row's least squares on an orthogonal design changed in low rank.
+def _fit_corrected(A, Y, tau, eps, n_orth, heavy):
+    """One row's weighted least squares on an orthogonal design changed in
+    low rank.
 
-    The fitted points are the ``kept`` ones: the design's Gram matrix is
-    then ``D - H'H + E'E``, with ``H`` the orthogonal block's rows left out
-    and ``E`` the kept rows added after it, and Woodbury's identity solves
-    with it in ``O(r^2 d)`` for ``r`` such rows. As in :func:`_fit_orthogonal`
-    the solve is refined until its error is negligible and then bounded, the
-    residuals are unweighted (never below a weighted fit's on the same
-    points), and the standard errors are bounded by ``tau_max``
-    ``sqrt(diag(G^-1))`` over the kept points, with ``G^-1`` at most
-    ``1 / (1 - q)`` times the corrected inverse, ``q = eps / lambda`` and
-    ``lambda >= 1 - ||H D^-1/2||^2`` the smallest eigenvalue of the scaled
-    corrected Gram matrix. Returns None when that correction is not small.
+    Points of the orthogonal block keep weight 1, except the ``heavy`` ones
+    (much noisier than the least noisy point), which get their weighted-fit
+    weight ``w = (tau_min / tau)^2``; points added after the block are taken
+    in with weight 1 (or ``w``). The Gram matrix is then ``D + C' S C``, with
+    ``C`` those rows and ``S`` their weight changes, and Woodbury's identity
+    solves with it in ``O(r^2 d)`` for ``r`` such rows. As in
+    :func:`_fit_orthogonal` the solve is refined until its error is
+    negligible and then bounded; the residuals are measured in each point's
+    own ``tau`` (never below the weighted least-squares minimum); and as
+    every weighted noise variance ``w tau^2`` is at most ``c``, the largest
+    ``tau^2`` among the points of weight 1, the standard errors are at most
+    ``sqrt(c diag(G^-1))``, with ``G^-1`` at most ``1 / (1 - q)`` times the
+    corrected inverse, ``q = eps / lambda`` and ``lambda >= 1 - ||(1 -
+    w)^1/2 H D^-1/2||^2`` the smallest eigenvalue of the scaled corrected
+    Gram matrix (``H`` the heavy rows of the block). Returns None when that
+    correction is not small.
     """
     m, p = A.shape
     D = np.full(p, n_orth - 1.0)
     D[0] = n_orth
     first = np.arange(m) < n_orth
-    H = A[first & ~kept] / np.sqrt(D)
+    w = np.where(heavy, (tau.min() / tau) ** 2, 1.0)
+    down = first & heavy
+    H = A[down] * np.sqrt(1.0 - w[down])[:, None] / np.sqrt(D)
     lam = 1.0 - (np.linalg.norm(H, 2) ** 2 if H.size else 0.0)
     q = eps / lam if lam > 0 else np.inf
-    Ak, Yk = A[kept], Y[kept] - Y[:1]
-    if not q < _MAX_CORRECTED_RATE or len(Ak) <= p:
+    if not q < _MAX_CORRECTED_RATE:
         return None
-    C = np.vstack([A[first & ~kept], A[~first & kept]])
-    sign = np.r_[-np.ones(len(H)), np.ones(len(C) - len(H))]
+    low = down | ~first
+    C = A[low]
+    change = np.where(first[low], w[low] - 1.0, w[low])
     CD = C / D
-    W = np.diag(sign) + CD @ C.T
-    # W is symmetric but indefinite when points are left out: an LU solve.
+    W = np.diag(1.0 / change) + CD @ C.T
+    # W is symmetric but indefinite when weights go down: an LU solve.
     lu = linalg.lu_factor(W)
 
     def solve(b):
         x = b / D[:, None]
         return x - CD.T @ linalg.lu_solve(lu, CD @ b)
 
-    beta = solve(Ak.T @ Yk)
-    resid = Yk - Ak @ beta
+    Yr = Y - Y[:1]
+    wcol = w[:, None]
+    beta = solve(A.T @ (wcol * Yr))
+    resid = Yr - A @ beta
     e, err = q / (1.0 - q), 0.0
-    floor = _NEGLIGIBLE_SOLVE * tau[kept].min()
+    floor = _NEGLIGIBLE_SOLVE * tau.min()
     for _ in range(_MAX_REFINE):
-        update = solve(Ak.T @ resid)
+        update = solve(A.T @ (wcol * resid))
         beta += update
-        resid = Yk - Ak @ beta
+        resid = Yr - A @ beta
         err = e * np.sqrt((D[:, None] * update**2).sum(axis=0)).max()
         if err <= floor:
             break
     beta[0] += Y[0]
-    dof = len(Ak) - p
-    sigma_hat = np.sqrt(((resid / tau[kept][:, None]) ** 2).sum(axis=0) / dof)
+    dof = m - p
+    sigma_hat = np.sqrt(((resid / tau[:, None]) ** 2).sum(axis=0) / dof)
     # diag(G^-1) of the corrected inverse, by Woodbury again.
     diag = 1.0 / D - np.einsum("ij,ij->j", CD, linalg.lu_solve(lu, CD))
     diag = np.maximum(diag, 0.0) / (1.0 - q)
-    se = tau[kept].max() * np.sqrt(diag[1:]) + err / np.sqrt(D[1:])
+    c = (w * tau**2).max()
+    se = np.sqrt(c * diag[1:]) + err / np.sqrt(D[1:])
     return beta, sigma_hat, se, dof
 
 

@@ -91,9 +91,9 @@ def test_fast_fit_standard_errors_cover_the_actual_scatter():
     assert np.all(spread <= fit[3][0] * 1.05)
 
 
-def test_noisy_points_are_left_out_by_a_low_rank_correction():
+def test_noisy_points_are_weighted_by_a_low_rank_correction():
     # A few points known only as 1 - p carry far more noise: the fast fit
-    # leaves them out exactly as a weighted fit all but ignores them.
+    # gives them their weighted-fit weights, as the weighted QR fit does.
     rng = np.random.default_rng(3)
     d, n = 30, 40
     A, Y, x0, step, G = _cube(rng, d, n, 1e-3)
@@ -103,8 +103,12 @@ def test_noisy_points_are_left_out_by_a_low_rank_correction():
     Y = Y + tau[..., None] * rng.standard_normal(Y.shape)
     fast = fit_local_models(A, Y, x0, step, False, tau, n_orthogonal=np.array([n + 1]))
     slow = fit_local_models(A, Y, x0, step, False, tau)
-    assert fast[4][0] == n + 1 - 4 - (d + 1)
+    assert fast[4][0] == slow[4][0] == n + 1 - (d + 1)
     np.testing.assert_allclose(fast[0], slow[0], rtol=0, atol=1e-9)
+    # Equal weights here, so both are the weighted least-squares fit (up to
+    # the rounding of residuals a millionth of the heavy points' noise).
+    np.testing.assert_allclose(fast[2], slow[2], rtol=1e-3)
+    assert np.all(fast[3] >= slow[3] * (1 - 1e-9))
     err = np.abs(fast[0][0] - G).sum(axis=0)
     assert np.all(err <= max(1.0, 3 * fast[2].max()) * fast[3][0].sum())
 
