@@ -23,8 +23,9 @@ def orthogonal_design(rng, n, d):
     """``n`` points whose design ``[1, U]`` has orthogonal columns of norm ``n``.
 
     The columns are ``d`` of the ``n - 1`` non-constant columns of the
-    orthogonal cosine (DCT-II) basis of size ``n``, chosen at random, with
-    random signs: so ``U'1 = 0`` and ``U'U = n I`` hold in closed form, no row
+    orthogonal cosine (DCT-II) basis of size ``n``, chosen at random (and
+    given to the features in increasing order of frequency), with random
+    signs: so ``U'1 = 0`` and ``U'U = n I`` hold in closed form, no row
     is factorised, and a fit is a few matrix products
     (:func:`sklearn_plm_explain._certify.fit_local_models`). Every slope is
     estimated with the smallest variance ``n`` points allow (a uniform random
@@ -44,30 +45,35 @@ def orthogonal_design(rng, n, d):
     sizes = [n // k + (b < n % k) for b in range(k)]
     blocks = []
     for size in sizes:
-        cols = 1 + rng.choice(size - 1, size=d, replace=False)
-        signs = rng.choice(np.array([-1.0, 1.0]), size=d)
-        # Rows of the transposed basis are its columns: a contiguous gather.
-        block = np.take(_cosine_basis(size), cols, axis=0)
-        block *= signs[:, None]
-        blocks.append(block.T)
+        # The features get the chosen frequencies in increasing order, so
+        # that the gather reads the basis forwards; the signed basis holds
+        # each vector with both signs, so that one gather draws the block.
+        cols = 1 + np.sort(rng.choice(size - 1, size=d, replace=False))
+        negative = rng.choice(np.array([False, True]), size=d)
+        blocks.append(
+            np.take(_signed_cosine_basis(size), cols + size * negative, axis=1)
+        )
     return np.concatenate(blocks) if k > 1 else blocks[0]
 
 
 @lru_cache(maxsize=6)
+def _signed_cosine_basis(n):
+    """The columns of :func:`_cosine_basis`, then the same columns negated."""
+    basis = _cosine_basis(n)
+    signed = np.concatenate([basis, -basis], axis=1)
+    signed.setflags(write=False)
+    return signed
+
+
 def _cosine_basis(n):
     """``sqrt(2) cos(pi (2j + 1) k / (2n))``: the DCT-II basis scaled to norm n.
 
     The integer ``(2j + 1) k`` is reduced modulo ``4n`` before it is scaled,
     so each phase lies in ``[0, 2 pi)`` and each entry is within a few ulps
     of its exact value whatever ``n`` is (the design's error bound in
-    ``_certify`` counts on it). Returned transposed (row ``k`` is the
-    ``k``-th basis vector); vector 0 is constant and not used.
+    ``_certify`` counts on it). Column 0 is constant and not used.
     """
     j = np.arange(n, dtype=np.int64)[:, None]
     k = np.arange(n, dtype=np.int64)[None, :]
     t = ((2 * j + 1) * k) % (4 * n)
-    basis = np.sqrt(2.0) * np.cos((np.pi / (2 * n)) * t.astype(np.float64))
-    # Stored transposed: row k is the k-th basis vector.
-    basis = np.ascontiguousarray(basis.T)
-    basis.setflags(write=False)
-    return basis
+    return np.sqrt(2.0) * np.cos((np.pi / (2 * n)) * t.astype(np.float64))
