@@ -209,6 +209,7 @@ class CubeJudge:
         row's search is over (certified, or out of radii)."""
         state, model, i = self.state, cubes.model, cubes.rows[j]
         search.coarse = bool(model.coarse[j])
+        search.rounded = bool(model.quantum[j] > 0)
         candidate = Candidate(
             slope=fits.slope[j],
             intercept=fits.intercept[j],

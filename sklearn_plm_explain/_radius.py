@@ -34,6 +34,10 @@ OVERSAMPLE_GAIN = 8.0
 COARSE_MISFIT = 2.0
 COARSE_LEVEL = 1e-4
 COARSE_MARGIN = 4.0
+# The most noise the search of a row with rounded responses may learn beyond
+# its noise model, in its units (the model may be off by COARSE_MISFIT in
+# variance).
+ROUNDED_NOISE_CAP = np.sqrt(COARSE_MISFIT)
 
 
 @dataclass
@@ -88,6 +92,8 @@ class RadiusSearch:
         # largest consistent cube, more witnesses) instead of stopping as
         # soon as rtol is out of reach.
         self.coarse = coarse
+        # Responses rounded to a decimal quantum (see _learn_noise).
+        self.rounded = False
         # Plan of the next attempt: how many new points, and whether they
         # join the previous cube (same radius) or start a new one.
         self.n_new = n_features + n_witnesses
@@ -113,7 +119,13 @@ class RadiusSearch:
                 if a.radius < NOISE_TEST_RATIO * b.radius or _exponent(a, b) >= 0.5:
                     continue
                 level = np.maximum(a.sigma_hat, b.sigma_hat)
-                if np.max(level) > self.noise_cap:
+                # Responses rounded to a quantum have a worst-case noise model
+                # (each errs by at most half the quantum): a residual well
+                # above it is a kink, however it scales.
+                cap = self.noise_cap
+                if self.rounded:
+                    cap = min(cap, ROUNDED_NOISE_CAP)
+                if np.max(level) > cap:
                     continue
                 if self.noise is not None:
                     level = np.maximum(self.noise, level)
