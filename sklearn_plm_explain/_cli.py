@@ -488,6 +488,14 @@ def _seed(text):
     return value
 
 
+def _add_run_options(parser):
+    """The options every explaining command takes: jobs and seed."""
+    parser.add_argument(
+        "--n-jobs", type=_n_jobs, default=None, help="parallel jobs (-1: one per CPU)"
+    )
+    parser.add_argument("--random-state", type=_seed, default=0, help="seed")
+
+
 def _add_explain(sub):
     explain = sub.add_parser(
         "explain",
@@ -521,10 +529,7 @@ def _add_explain(sub):
         default=None,
         help="class label to explain (default: the predicted class of each row)",
     )
-    explain.add_argument(
-        "--n-jobs", type=_n_jobs, default=None, help="parallel jobs (-1: one per CPU)"
-    )
-    explain.add_argument("--random-state", type=_seed, default=0, help="seed")
+    _add_run_options(explain)
     explain.add_argument(
         "--out",
         default="-",
@@ -631,10 +636,7 @@ def build_parser():
         help="explain a digits MLP from queries and check every row against "
         "its weights",
     )
-    demo.add_argument(
-        "--n-jobs", type=_n_jobs, default=None, help="parallel jobs (-1: one per CPU)"
-    )
-    demo.add_argument("--random-state", type=_seed, default=0, help="seed")
+    _add_run_options(demo)
     demo.add_argument(
         "--plot",
         metavar="FILE",
