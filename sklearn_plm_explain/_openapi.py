@@ -47,7 +47,8 @@ __all__ = ["OpenAPIExplainer", "STATUSES"]
 # radius used without it.
 _CALIBRATION_ROWS = 16
 _DEFAULT_RADIUS = 2e-4
-# With n_jobs > 1 the rows go to the workers in this many steps.
+# With n_jobs > 1 and a progress bar the rows go to the workers in this many
+# steps (without one, in one).
 _PARALLEL_STEPS = 4
 
 
@@ -540,10 +541,11 @@ class OpenAPIExplainer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         jobs = max(1, effective_n_jobs(self.n_jobs))
         group = self._rows_per_group(X.shape[1])
         if jobs > 1:
-            # Workers explain their share a group at a time themselves; a
-            # few large tasks spare sending the model and rows again and
-            # again (the bar then moves a quarter of the rows at a time).
-            group = max(group * jobs, -(-(stop - start) // _PARALLEL_STEPS))
+            # Workers explain their share a group at a time themselves; one
+            # task per worker spares sending the model and rows again and
+            # again (with a bar, a few steps, so that it moves).
+            steps = _PARALLEL_STEPS if self.verbose else 1
+            group = max(group * jobs, -(-(stop - start) // steps))
         table = self._blank(start, stop, config.return_queries)
         args = (X, target_idx, seed, frame, config)
         with progress_bar(stop - start, self.verbose, desc="OpenAPIExplainer") as bar:
