@@ -23,11 +23,11 @@ BOUND_Z = 1.0
 # The orthogonal design's product-based fits are used while the design as
 # represented is within this relative error of its closed form (the bounds
 # correct for it). Points whose noise scale exceeds the cube's smallest this
-# many times are left out of them, so that the unweighted fit's bounds (valid
-# for any weights) stay within this factor of a weighted fit's; and a
-# low-rank correction (points added to the cube, points left out) is used up
-# to this fraction of the coefficients, beyond which a factorisation costs
-# about as much.
+# many times get their weighted-fit weights (the others weight 1, so that the
+# bounds stay within this factor of a weighted fit's); and the low-rank
+# correction this takes (those points, and points added to a grown cube) is
+# used up to this fraction of the coefficients, beyond which a factorisation
+# costs about as much.
 MAX_DESIGN_ERROR = 1e-3
 HEAVY_NOISE = 1.25
 MAX_CORRECTION = 0.25
@@ -109,9 +109,9 @@ def fit_local_models(A, Y, x0, step, centre, tau, n_orthogonal=None):
     points added later, or a few points much noisier than the rest (small
     probabilities known only as ``1 - p``), by the same products and a
     low-rank correction of their weights (:func:`_fit_corrected`); the others
-    by a weighted QR
-    factorisation (:func:`_fit_weighted`). The first two bound every error at
-    least as high as the third would, and are exact to within that bound.
+    by a weighted QR factorisation (:func:`_fit_weighted`). The first two
+    bound every error at least as high as the third would, and are exact to
+    within that bound.
 
     Parameters
     ----------
@@ -184,7 +184,6 @@ def fit_local_models(A, Y, x0, step, centre, tau, n_orthogonal=None):
             continue
         beta[i], sigma_hat[i], se_unit[i], dof[i] = fit
     slow = ~(plain | corrected)
-
     if slow.any():
         beta[slow], sigma_hat[slow], se_unit[slow] = _fit_weighted(
             A[slow], Y[slow], tau[slow]

@@ -669,7 +669,11 @@ class OpenAPIExplainer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
             kind=self._kind,
             n_outputs=self._n_outputs,
             scale=self.scale_,
-            init_radius=self.init_radius_,
+            # A stated radius takes effect at once, as every parameter read
+            # by explain does; a learned one is the fit's.
+            init_radius=(
+                self.init_radius_ if self.init_radius == "auto" else self.init_radius
+            ),
             min_radius=self.min_radius,
             max_radius=self.max_radius,
             n_witnesses=self.n_witnesses,
