@@ -9,6 +9,8 @@ over rows that share one design size, and free of model queries.
 import numpy as np
 from scipy import linalg, stats
 
+from sklearn_plm_explain._design import basis_bounds
+
 EPS = np.finfo(np.float64).eps
 
 # Multiplier on float64 eps for the rounding error of a response of magnitude
@@ -32,9 +34,6 @@ MAX_DESIGN_ERROR = 1e-3
 HEAVY_NOISE = 1.25
 MAX_CORRECTION = 0.25
 _MAX_CORRECTED_RATE = 0.5
-# Ulps by which an entry of the closed-form design may differ from its exact
-# value (a cosine of an exactly reduced argument, times sqrt(2)).
-DESIGN_ULPS = 16.0
 # The fast fit refines its solve at most this often, and stops once the
 # solve's error bound is this fraction of the smallest noise scale.
 _MAX_REFINE = 6
@@ -160,9 +159,10 @@ def fit_local_models(A, Y, x0, step, centre, tau, n_orthogonal=None):
     sigma_hat = np.empty((n, Y.shape[2]))
     se_unit = np.empty((n, p - 1))
     dof = np.full(n, m - p, dtype=np.intp)
-    eps = np.full(n, np.inf)
+    eps, peak = np.full(n, np.inf), np.full(n, np.inf)
     ok = n_orth >= p + 1
-    eps[ok] = _design_error(x0[ok], step[ok], n_orth[ok])
+    if ok.any():
+        eps[ok], peak[ok] = _design_error(x0[ok], step[ok], n_orth[ok])
     # Points much noisier than the least noisy one get their weighted-fit
     # weights through a low-rank correction.
     heavy = tau > HEAVY_NOISE * tau.min(axis=1)[:, None]
@@ -172,10 +172,10 @@ def fit_local_models(A, Y, x0, step, centre, tau, n_orthogonal=None):
     corrected = ok & (rank > 0) & (rank <= MAX_CORRECTION * p)
     if plain.all():
         # The usual case: no copy of the designs (the largest arrays here).
-        beta, sigma_hat, se_unit = _fit_orthogonal(A, Y, tau, eps)
+        beta, sigma_hat, se_unit = _fit_orthogonal(A, Y, tau, eps, peak)
     elif plain.any():
         beta[plain], sigma_hat[plain], se_unit[plain] = _fit_orthogonal(
-            A[plain], Y[plain], tau[plain], eps[plain]
+            A[plain], Y[plain], tau[plain], eps[plain], peak[plain]
         )
     for i in np.flatnonzero(corrected):
         fit = _fit_corrected(A[i], Y[i], tau[i], eps[i], n_orth[i], heavy[i])
@@ -219,11 +219,11 @@ def _fit_weighted(A, Y, tau):
     return beta, sigma_hat, se_unit
 
 
-def _fit_orthogonal(A, Y, tau, eps):
+def _fit_orthogonal(A, Y, tau, eps, peak):
     """Least squares on a design with a known Gram matrix; O(m d K) per row.
 
     The design ``A = [1, U]`` (origin first) was drawn with ``A'A = D =
-    diag(m, m - 1, ..., m - 1)`` and entries of ``U`` at most ``sqrt(2)``; as
+    diag(m, m - 1, ..., m - 1)`` and entries of ``U`` at most ``peak``; as
     represented in floating point it is off by a relative ``eps``
     (``||D^-1/2 A'A D^-1/2 - I|| <= eps``, see :func:`_design_error`). A few
     products give everything, all bounds rigorous whatever the weights:
@@ -268,14 +268,14 @@ def _fit_orthogonal(A, Y, tau, eps):
     beta[:, 0, :] += level[:, 0, :]
     sigma_hat = np.sqrt(((resid / tau[:, :, None]) ** 2).sum(axis=1) / (m - p))
     # sum_m tau_m^2 A_mj^2 without touching A again: the drawn column has
-    # squared norm m - 1 and entries of at most 2 squared, and the represented
-    # one differs from it by a relative eps at most (within the norm bound),
-    # so the sum is at most (1 + eps)^2 (t0^2 (m - 1) + 2 sum_m (tau_m^2 -
+    # squared norm m - 1 and entries of at most peak, and the represented one
+    # differs from it by a relative eps at most (within the norm bound), so
+    # the sum is at most (1 + eps)^2 (t0^2 (m - 1) + peak^2 sum_m (tau_m^2 -
     # t0^2)) with t0 the smallest tau. Where the noise scale varies enough
     # for that bound to be loose (by over 1 %), the sum is taken exactly.
     tau2 = tau**2
     t0 = tau2.min(axis=1)
-    spread = 2.0 * (tau2 - t0[:, None]).sum(axis=1)
+    spread = peak**2 * (tau2 - t0[:, None]).sum(axis=1)
     var = np.repeat(((1.0 + eps) ** 2 * (t0 * (m - 1.0) + spread))[:, None], p - 1, 1)
     loose = spread > _LOOSE_VARIANCE * t0 * (m - 1.0)
     for i in np.flatnonzero(loose):
@@ -358,22 +358,30 @@ def _fit_corrected(A, Y, tau, eps, n_orth, heavy):
 
 
 def _design_error(x0, step, n_orth):
-    """Bound ``eps`` (n,) on the relative error of the orthogonal design.
+    """Bounds on the orthogonal designs: ``eps`` (n,) and ``peak`` (n,).
 
-    The points were drawn as ``x0 + step * u`` and read back as ``U = (x -
-    x0) / step``; each entry of ``U`` then errs from the drawn ``u`` (at most
-    ``sqrt(2)`` in size) by at most ``2^-52 (3 sqrt(2) + |x0| / step)`` (one
-    rounding per operation, with room to spare), and ``u`` from its exact
-    value by ``DESIGN_ULPS`` ulps. With ``Delta`` the difference over the
-    ``n_orth - 1`` drawn points and ``||A|| = sqrt(n_orth)``, ``||D^-1/2 A'A
-    D^-1/2 - I|| <= (2 sqrt(n_orth) ||Delta||_F + ||Delta||_F^2) / (n_orth -
-    1)`` over the orthogonal block.
+    ``eps`` bounds ``||D^-1/2 A'A D^-1/2 - I||`` for the design ``A`` as
+    represented, ``peak`` the largest entry of its ``U``. The drawn design
+    deviates from ``D`` by at most its basis's measured deviation
+    (:func:`~sklearn_plm_explain._design.basis_bounds`). Its points were drawn
+    as ``x0 + step * u`` and read back as ``U = (x - x0) / step``: each entry
+    then errs from the drawn one by at most ``2^-52 (3 peak + |x0| / step)``
+    (one rounding per operation, with room to spare); with ``Delta`` that
+    difference over the ``n_orth - 1`` drawn points and ``||A||^2 <= n_orth
+    (1 + deviation)``, the represented design adds at most ``(2 ||A||
+    ||Delta||_F + ||Delta||_F^2) / (n_orth - 1)``.
     """
-    m = np.asarray(n_orth, dtype=np.float64)
-    root2 = np.sqrt(2.0) * (1.0 + 1e-9)
-    entry = EPS * (3.0 * root2 + np.abs(x0 / step)) + DESIGN_ULPS * EPS * root2
+    n_orth = np.asarray(n_orth)
+    d = x0.shape[1]
+    eps, peak = np.empty(n_orth.size), np.empty(n_orth.size)
+    for size in np.unique(n_orth):
+        rows = n_orth == size
+        eps[rows], peak[rows] = basis_bounds(int(size) - 1, d)
+    m = n_orth.astype(np.float64)
+    entry = EPS * (3.0 * peak[:, None] + np.abs(x0 / step))
     delta = np.sqrt((m - 1.0) * (entry**2).sum(axis=1))
-    return (2.0 * np.sqrt(m) * delta + delta**2) / (m - 1.0)
+    norm = np.sqrt(m * (1.0 + eps))
+    return eps + (2.0 * norm * delta + delta**2) / (m - 1.0), peak
 
 
 def relative_bound(slope, sigma, se_x):

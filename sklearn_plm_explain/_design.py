@@ -6,6 +6,10 @@ from functools import lru_cache
 
 import numpy as np
 
+# The bases are random but fixed: drawn once per size from this seed, so that
+# a row's design depends only on its own generator.
+_BASIS_SEED = 20261202
+
 
 def design(rng, n, d, fresh):
     """Query offsets in units of the step: ``n`` points in ``d`` dimensions.
@@ -22,58 +26,82 @@ def design(rng, n, d, fresh):
 def orthogonal_design(rng, n, d):
     """``n`` points whose design ``[1, U]`` has orthogonal columns of norm ``n``.
 
-    The columns are ``d`` of the ``n - 1`` non-constant columns of the
-    orthogonal cosine (DCT-II) basis of size ``n``, chosen at random (and
-    given to the features in increasing order of frequency), with random
-    signs: so ``U'1 = 0`` and ``U'U = n I`` hold in closed form, no row
-    is factorised, and a fit is a few matrix products
+    The columns are ``d`` of the ``n - 1`` non-constant columns of a random
+    orthogonal basis of size ``n`` whose first column is constant (drawn once
+    per size, see :func:`basis_bounds`), chosen at random and given to the
+    features in increasing order, with random signs: so ``U'1 = 0`` and ``U'U
+    = n I`` hold to within the basis's measured deviation, no row is
+    factorised, and a fit is a few matrix products
     (:func:`sklearn_plm_explain._certify.fit_local_models`). Every slope is
     estimated with the smallest variance ``n`` points allow (a uniform random
     design with barely more points than unknowns is nearly singular and
-    several times worse); each point projects on a direction as a sum of
-    cosines with random signs, and the draw is the row's own, so that no
-    fixed direction is left unsampled and a region boundary crossing the cube
-    puts points on both of its sides. (The order of the points is irrelevant
-    to the fit, so it is not drawn.)
+    several times worse).
+
+    The basis is a random one, not a structured transform (a cosine basis,
+    a Hadamard matrix), on purpose: the elementwise product of two columns of
+    such a transform is again in its span, so a curvature of zero mean (an
+    interaction ``x_a x_b``, a saddle of dense kinks) would be fitted
+    exactly, leave no residual, and turn into slope bias. Products of columns
+    of a random basis are generic vectors, whose residual the test sees, as
+    with a design drawn afresh for every row.
 
     More than ``2 (d + 1)`` points are drawn as independent blocks of at
     least ``d + 1`` each: a sum of orthogonal designs is orthogonal, and the
-    bases stay of size about ``d``. Drawing costs O(n d) once the basis of
-    each size is built (O(n^2) memory, kept for a few sizes).
+    bases stay of size about ``d``. Drawing costs O(n d) once the basis of a
+    size is built (O(n^3), once per size and process).
     """
-    k = max(1, n // (d + 1))
-    sizes = [n // k + (b < n % k) for b in range(k)]
     blocks = []
-    for size in sizes:
-        # The features get the chosen frequencies in increasing order, so
-        # that the gather reads the basis forwards; the signed basis holds
-        # each vector with both signs, so that one gather draws the block.
+    for size in _block_sizes(n, d):
         cols = 1 + np.sort(rng.choice(size - 1, size=d, replace=False))
         negative = rng.choice(np.array([False, True]), size=d)
-        blocks.append(
-            np.take(_signed_cosine_basis(size), cols + size * negative, axis=1)
-        )
-    return np.concatenate(blocks) if k > 1 else blocks[0]
+        signed = _signed_basis(size)[0]
+        blocks.append(np.take(signed, cols + size * negative, axis=1))
+    return np.concatenate(blocks) if len(blocks) > 1 else blocks[0]
+
+
+def basis_bounds(n, d):
+    """What the fits may assume of an orthogonal design of ``n`` points.
+
+    Returns ``(deviation, largest)``: a bound on ``||D^-1/2 B'B D^-1/2 -
+    I||_2`` over the blocks' bases ``B = [1, U]`` (any subset of columns with
+    any signs: a principal submatrix of a signed Gram matrix has no larger
+    norm), measured once when the basis was built, with the rounding of that
+    measurement added; and the largest entry of ``U`` in absolute value.
+    """
+    bounds = [_signed_basis(size)[1:] for size in _block_sizes(n, d)]
+    # A sum of blocks deviates by at most their largest relative deviation.
+    return max(b[0] for b in bounds), max(b[1] for b in bounds)
+
+
+def _block_sizes(n, d):
+    k = max(1, n // (d + 1))
+    return [n // k + (b < n % k) for b in range(k)]
 
 
 @lru_cache(maxsize=6)
-def _signed_cosine_basis(n):
-    """The columns of :func:`_cosine_basis`, then the same columns negated."""
-    basis = _cosine_basis(n)
+def _signed_basis(n):
+    """The basis of size ``n`` (columns 1 to n - 1 used), then its columns
+    negated, with its measured deviation and largest entry.
+
+    ``sqrt(n)`` times the Q factor of a Gaussian matrix whose first column is
+    all ones: a random orthogonal matrix with a constant first column. Its
+    Gram matrix is computed once, so that the deviation from ``n I`` the fits
+    correct for is measured, not assumed.
+    """
+    rng = np.random.default_rng([_BASIS_SEED, n])
+    G = rng.standard_normal((n, n))
+    G[:, 0] = 1.0
+    Q, R = np.linalg.qr(G)
+    Q *= np.sign(np.diag(R))
+    basis = np.sqrt(n) * Q
+    basis[:, 0] = 1.0
+    gram = basis.T @ basis / n
+    np.fill_diagonal(gram, gram.diagonal() - 1.0)
+    largest = float(np.abs(basis[:, 1:]).max())
+    # The Frobenius norm bounds the spectral one; the Gram's own rounding
+    # errs by at most n eps largest^2 / n per entry (with room to spare).
+    rounding = 2.0 * n * np.finfo(np.float64).eps * max(largest, 1.0) ** 2
+    deviation = float(np.sqrt((gram**2).sum())) + n * rounding
     signed = np.concatenate([basis, -basis], axis=1)
     signed.setflags(write=False)
-    return signed
-
-
-def _cosine_basis(n):
-    """``sqrt(2) cos(pi (2j + 1) k / (2n))``: the DCT-II basis scaled to norm n.
-
-    The integer ``(2j + 1) k`` is reduced modulo ``4n`` before it is scaled,
-    so each phase lies in ``[0, 2 pi)`` and each entry is within a few ulps
-    of its exact value whatever ``n`` is (the design's error bound in
-    ``_certify`` counts on it). Column 0 is constant and not used.
-    """
-    j = np.arange(n, dtype=np.int64)[:, None]
-    k = np.arange(n, dtype=np.int64)[None, :]
-    t = ((2 * j + 1) * k) % (4 * n)
-    return np.sqrt(2.0) * np.cos((np.pi / (2 * n)) * t.astype(np.float64))
+    return signed, deviation, largest

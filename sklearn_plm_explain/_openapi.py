@@ -25,6 +25,7 @@ from sklearn_plm_explain._blackbox import (
     resolve_response_method,
 )
 from sklearn_plm_explain._checkpoint import explain_in_chunks
+from sklearn_plm_explain._design import basis_bounds
 from sklearn_plm_explain._explanation import Explanation, count_statuses
 from sklearn_plm_explain._progress import progress_bar
 from sklearn_plm_explain._results import ResultTable
@@ -377,6 +378,10 @@ class OpenAPIExplainer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
             self.scale_ = self._resolve_scale(X)
             # The background of contributions and standardized slopes.
             self.mean_, self.std_ = X.mean(axis=0), X.std(axis=0)
+            # Build the random orthogonal basis of a first cube now, once per
+            # process (O(d^3)), rather than inside the first explain.
+            d = self.scale_.size
+            basis_bounds(d + self.n_witnesses, d)
             self.init_radius_ = first
             if self.init_radius == "auto":
                 self.init_radius_ = self._learn_radius(X, frame)

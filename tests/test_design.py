@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from sklearn_plm_explain._certify import fit_local_models
-from sklearn_plm_explain._design import design, orthogonal_design
+from sklearn_plm_explain._design import basis_bounds, design, orthogonal_design
 
 
 def _cube(rng, d, n, radius, K=3, x_scale=1.0, intercept=20.0):
@@ -34,7 +34,11 @@ def test_orthogonal_design_has_the_closed_form_gram_matrix(n, d):
     A = np.column_stack([np.ones(n), U])
     assert U.shape == (n, d)
     np.testing.assert_allclose(A.T @ A, n * np.eye(d + 1), atol=1e-10 * n)
-    assert np.abs(U).max() <= np.sqrt(2.0) * (1 + 1e-15)
+    deviation, largest = basis_bounds(n, d)
+    assert np.abs(U).max() <= largest
+    # The measured deviation covers the design's, with its rounding.
+    G = A.T @ A / n - np.eye(d + 1)
+    assert np.linalg.norm(G, 2) <= deviation
 
 
 def test_design_is_the_rows_own_draw():
@@ -195,17 +199,10 @@ def _saddle_mlp(seed, d=8, half_width=2e-6, spacing=4e-8):
     return mlp, X, x0
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the cosine design aliases a product of two features' offsets onto "
-    "other features' columns: u_a u_b = s_a s_b (cos((k_a - k_b) t) + "
-    "cos((k_a + k_b) t)), both DCT-II columns, chosen for other features with "
-    "probability about (d / (d + n_witnesses - 1))**2, and of mean zero, so "
-    "it leaves no residual while it biases their slopes",
-)
 def test_a_curvature_of_zero_mean_leaves_residuals_on_a_fresh_cube():
     # The design's job is to make a response that is not affine on the cube
-    # show in the residuals of the fit. A product of two features' offsets
+    # show in the residuals of the fit. (A cosine basis failed this: the
+    # product of two of its columns is a sum of two others.) A product of two features' offsets
     # biases the fitted slopes (its projection on the columns of [1, U]); it
     # must leave residuals of comparable size.
     d, n = 8, 8 + 5
@@ -220,12 +217,6 @@ def test_a_curvature_of_zero_mean_leaves_residuals_on_a_fresh_cube():
         assert resid >= 1e-3 * np.abs(coef[1:]).sum(), (seed, resid, coef)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="unsound: the aliasing of a zero-mean curvature by the cosine design "
-    "(see the test above) lets a saddle-shaped piecewise-linear net be "
-    "certified exact with a slope error far above rtol",
-)
 def test_a_saddle_of_dense_kinks_is_never_certified_wrong():
     # A ReLU net with kinks every 4e-8 feature standard deviations that add up
     # to a saddle z_a z_b around the row: no cube holding many kinks is
@@ -250,12 +241,6 @@ def test_a_saddle_of_dense_kinks_is_never_certified_wrong():
         assert not e.converged[0] or err <= 1e-8, (seed, e.status[0], err)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="unsound: the cosine design aliases the interaction term (see "
-    "test_a_curvature_of_zero_mean_leaves_residuals_on_a_fresh_cube), so a "
-    "smooth model is certified exact instead of not piecewise linear",
-)
 def test_an_interaction_term_is_never_certified_as_piecewise_linear():
     # Logistic regression on the features and one product of two of them: a
     # smooth logit g.x + x_a x_b, whose curvature has zero mean on any cube
