@@ -256,6 +256,9 @@ def faulty(mlflow_server):
         burst_rate=0.04,
         burst_length=3,
         retry_after="0.05",
+        # Faults are drawn from the requests' bodies: a run with few requests
+        # may meet none by chance. These come first, whatever the bodies.
+        script=["500", "drop", "503"],
     ).start()
     yield p
     p.stop()
