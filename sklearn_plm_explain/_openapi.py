@@ -17,6 +17,7 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils._param_validation import HasMethods, Interval, StrOptions
 from sklearn.utils.validation import check_array, check_is_fitted, validate_data
 
+from sklearn_plm_explain import _progress
 from sklearn_plm_explain._blackbox import (
     BlackBox,
     ModelResponseError,
@@ -27,7 +28,6 @@ from sklearn_plm_explain._blackbox import (
 from sklearn_plm_explain._checkpoint import explain_in_chunks
 from sklearn_plm_explain._design import basis_bounds
 from sklearn_plm_explain._explanation import Explanation, count_statuses
-from sklearn_plm_explain._progress import progress_bar
 from sklearn_plm_explain._results import ResultTable
 from sklearn_plm_explain._search import (
     SearchConfig,
@@ -553,7 +553,8 @@ class OpenAPIExplainer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
             group = max(group * jobs, -(-(stop - start) // steps))
         table = self._blank(start, stop, config.return_queries)
         args = (X, target_idx, seed, frame, config)
-        with progress_bar(stop - start, self.verbose, desc="OpenAPIExplainer") as bar:
+        desc = "OpenAPIExplainer"
+        with _progress.progress_bar(stop - start, self.verbose, desc) as bar:
             try:
                 fill_in_groups(table, self._explain_rows, args, self.n_jobs, group, bar)
             except ModelResponseError as err:

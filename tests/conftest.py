@@ -146,3 +146,44 @@ def digits_lmt():
     ).fit(X[:1200], y[:1200])
     assert lmt.get_n_leaves() >= 4
     return lmt, X[:1200], X[1200:1500]
+
+
+# -- progress bars -------------------------------------------------------------------
+class _RecordingBar:
+    """Stands in for the progress bar: keeps every update."""
+
+    def __init__(self, total, verbose, desc="rows"):
+        self.total, self.verbose, self.updates, self.closed = total, verbose, [], False
+        self.n = 0
+
+    def update(self, n=1):
+        self.updates.append(n)
+        self.n += n
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.closed = True
+        return False
+
+
+@pytest.fixture
+def record_bars(monkeypatch):
+    """``record_bars()`` replaces the explainers' progress bars by recording
+    ones from then on and returns the list they are kept in (calls before it
+    go through the real bar)."""
+
+    def start():
+        from sklearn_plm_explain import _progress
+
+        bars = []
+
+        def fake(total, verbose, desc="rows"):
+            bars.append(_RecordingBar(total, verbose, desc))
+            return bars[-1]
+
+        monkeypatch.setattr(_progress, "progress_bar", fake)
+        return bars
+
+    return start

@@ -727,48 +727,15 @@ def test_contributions_add_up_to_the_local_prediction(cancer):
 
 
 # -- progress ---------------------------------------------------------------------------
-class _RecordingBar:
-    """Stands in for the progress bar: keeps every update."""
-
-    def __init__(self, total, verbose, desc="rows"):
-        self.total, self.verbose, self.updates, self.closed = total, verbose, [], False
-        self.n = 0
-
-    def update(self, n=1):
-        self.updates.append(n)
-        self.n += n
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.closed = True
-        return False
-
-
-@pytest.fixture
-def recorded_bars(monkeypatch):
-    from sklearn_plm_explain import _progress
-
-    bars = []
-
-    def fake(total, verbose, desc="rows"):
-        bars.append(_RecordingBar(total, verbose, desc))
-        return bars[-1]
-
-    monkeypatch.setattr(_progress, "progress_bar", fake)
-    return bars
-
-
 @pytest.mark.parametrize("n_jobs", [1, 2])
-def test_progress_counts_every_row_once(cancer, recorded_bars, n_jobs, tmp_path):
+def test_progress_counts_every_row_once(cancer, record_bars, n_jobs, tmp_path):
     """One model call per row (batch_size = num_samples): the bar moves row by
     row (n_jobs rows at a time in parallel), its updates add up to the rows
     explained, and the explanations do not change."""
     Xtr, Xte, _, model = cancer
     kw = {"num_samples": 300, "num_features": 3, "random_state": 0}
     quiet = LimeTabularExplainer(model, **kw).fit(Xtr).explain(Xte[:7])
-    recorded_bars.clear()
+    recorded_bars = record_bars()
     lime = LimeTabularExplainer(
         model, batch_size=300, n_jobs=n_jobs, verbose=1, **kw
     ).fit(Xtr)
@@ -798,7 +765,7 @@ def test_verbose_zero_prints_nothing_and_verbose_shows_a_bar(cancer, capfd):
     assert "3/3" in err
 
 
-def test_progress_steps_keep_the_rows_finished_before_a_failure(cancer, recorded_bars):
+def test_progress_steps_keep_the_rows_finished_before_a_failure(cancer, record_bars):
     """With a progress bar, rows explained in earlier steps survive a model
     failure in ``partial``, exactly as without one; later rows are not run."""
     Xtr, Xte, _, model = cancer
@@ -813,6 +780,7 @@ def test_progress_steps_keep_the_rows_finished_before_a_failure(cancer, recorded
 
     kw = {"num_samples": 300, "num_features": 3, "random_state": 0}
     quiet = LimeTabularExplainer(model, **kw).fit(Xtr).explain(Xte[:7])
+    recorded_bars = record_bars()
     lime = LimeTabularExplainer(failing, batch_size=300, verbose=1, **kw).fit(Xtr)
     calls.clear()
     with pytest.raises(ModelResponseError) as info:

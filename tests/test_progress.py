@@ -6,9 +6,7 @@ from sklearn import config_context
 from sklearn.datasets import load_iris
 from sklearn.linear_model import LogisticRegression
 
-import sklearn_plm_explain._openapi as openapi_module
 from sklearn_plm_explain import OpenAPIExplainer
-from sklearn_plm_explain._progress import progress_bar
 
 
 @pytest.fixture(scope="module")
@@ -17,28 +15,16 @@ def iris_model():
     return X, LogisticRegression(max_iter=500).fit(X, y)
 
 
-class _Recorder:
-    def __init__(self):
-        self.bars = []
-
-    def __call__(self, total, verbose, desc="rows"):
-        bar = progress_bar(total, 0, desc)
-        self.bars.append((total, verbose, bar.bar))
-        return bar
-
-
-def test_progress_reports_every_row_once(iris_model, monkeypatch):
+def test_progress_reports_every_row_once(iris_model, record_bars):
     X, model = iris_model
-    recorder = _Recorder()
-    monkeypatch.setattr(openapi_module, "progress_bar", recorder)
+    bars = record_bars()
     # A working memory this small explains the rows a few at a time.
     with config_context(working_memory=1e-3):
         explainer = OpenAPIExplainer(model, random_state=0, verbose=1).fit(X)
         e = explainer.explain(X[:23])
-    (total, verbose, bar), *rest = recorder.bars
-    assert not rest
-    assert total == 23 and verbose == 1
-    assert bar.n == 23
+    (bar,) = bars
+    assert bar.total == 23 and bar.verbose == 1 and bar.closed
+    assert sum(bar.updates) == bar.n == 23
     # Grouping does not change any row's explanation (up to the last bits a
     # model's own batched arithmetic moves with the batch's size).
     alone = OpenAPIExplainer(model, random_state=0, batch_size=None).fit(X)

@@ -502,27 +502,9 @@ def test_quasi_random_sample_grows_by_continuing_its_sequence():
 
 @pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
 @pytest.mark.parametrize("n_jobs", [1, 2])
-def test_progress_counts_every_row_once(monkeypatch, capfd, n_jobs):
+def test_progress_counts_every_row_once(record_bars, capfd, n_jobs):
     """S-LIME's rows count once each, whatever their number of rounds; with
     verbose=0 nothing is printed."""
-    from sklearn_plm_explain import _progress
-
-    bars = []
-
-    class Bar:
-        def __init__(self, total, verbose, desc="rows"):
-            self.total, self.n, self.updates = total, 0, []
-
-        def update(self, n=1):
-            self.updates.append(n)
-            self.n += n
-
-        def __enter__(self):
-            return self
-
-        def __exit__(self, *exc):
-            return False
-
     X, y = load_breast_cancer(return_X_y=True)
     Xtr, Xte, ytr, _ = train_test_split(X, y, test_size=0.2, random_state=0)
     model = LogisticRegression(solver="newton-cholesky").fit(Xtr, ytr)
@@ -531,11 +513,7 @@ def test_progress_counts_every_row_once(monkeypatch, capfd, n_jobs):
     out, err = capfd.readouterr()
     assert out == "" and err == ""
 
-    def fake(total, verbose, desc="rows"):
-        bars.append(Bar(total, verbose, desc))
-        return bars[-1]
-
-    monkeypatch.setattr(_progress, "progress_bar", fake)
+    bars = record_bars()
     e = (
         StableLIMEExplainer(model, batch_size=300, n_jobs=n_jobs, verbose=1, **kw)
         .fit(Xtr)
