@@ -282,9 +282,9 @@ def variance_part(model, Xtr, Xte, quick):
     captured = []
     fit = StableLIMEExplainer._tested_fit
 
-    def capture(self, Z, Y, labels):
-        captured.append((Z.copy(), Y[:, labels[0]].copy(), self._weights(Z)))
-        return fit(self, Z, Y, labels)
+    def capture(self, Z, w, Y, labels, prefix=None):
+        captured.append((Z.copy(), Y[:, labels[0]].copy(), w.copy()))
+        return fit(self, Z, w, Y, labels, prefix)
 
     out = []
     StableLIMEExplainer._tested_fit = capture

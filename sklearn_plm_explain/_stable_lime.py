@@ -139,9 +139,11 @@ def _lar_steps(stats, Z, sw, yw, b, k):
 
     Returns the entering features, and for each step ``t`` the coefficients
     and the residual correlations ``Zc' W^½ r`` at the point of the path
-    where feature ``t`` enters. Each step reads the data once (one
-    matrix-vector product, ``O(n d)``), so the d × d Gram matrix is never
-    formed: at d = 784 forming it costs several times the rest of a fit.
+    where feature ``t`` enters. Each step reads the data once, for the
+    Gram column of the feature that entered (``O(n d)``), so the d × d Gram
+    matrix is never formed: at d = 784 forming it costs several times the
+    rest of a fit. The columns are kept in ``stats``: the next round of a
+    grown sample sums them over its new points only.
     """
     n, d = Z.shape
     beta, c = np.zeros(d), np.asarray(b, dtype=np.float64).copy()
@@ -161,17 +163,17 @@ def _lar_steps(stats, Z, sw, yw, b, k):
         active.append(j)
         if t == min(k, d) - 1:
             break
-        # The equiangular direction of the active features.
-        A = (Z[:, active] - stats.mu[active]) * sw[:, None]
+        # The equiangular direction of the active features, from their
+        # columns of the Gram matrix (kept across the rounds of a row).
+        GA = stats.gram_columns(active)
         s = np.sign(c[active])
         # Least squares: a duplicated column makes this block singular.
-        wa = np.linalg.lstsq(A.T @ A, s, rcond=None)[0]
+        wa = np.linalg.lstsq(GA[active], s, rcond=None)[0]
         norm = s @ wa
         if not norm > 0:
             break
         wa /= np.sqrt(norm)
-        u = A @ wa
-        a = stats.correlations(u)
+        a = GA @ wa
         big_a = 1.0 / np.sqrt(norm)
         gamma = big / big_a  # all the way to the active least-squares fit
         inactive = np.ones(d, dtype=bool)
@@ -315,11 +317,12 @@ class StableLIMEExplainer(_BaseLime):
         Surrogate refitted on the selected features; ``None`` is
         ``Ridge(alpha=1)`` with sample weights.
     sampling : {"qmc", "random"}, default="qmc"
-        ``"qmc"`` draws each row's perturbations from its own scrambled
-        Sobol' sequence (points added in later rounds continue it), with the
-        same marginal distributions as independent draws but a more even
-        cover of the neighbourhood, so the selected features vary less from
-        seed to seed. The test's variance is computed as for independent
+        ``"qmc"`` draws each row's perturbations from a scrambled Sobol'
+        sequence (points added in later rounds continue it; one sequence per
+        call, read by each row through its own shift and reflection of the
+        columns), with the same marginal distributions as independent draws
+        but a more even cover of the neighbourhood, so the selected features
+        vary less from seed to seed. The test's variance is computed as for independent
         draws, which overstates it for such a sample: the test stays
         conservative. ``"random"`` draws independently, as lime does.
     batch_size : int, default=None
@@ -482,10 +485,12 @@ n_outputs_, n_features_in_, feature_names_in_
                 stacklevel=4,
             )
 
-    def _tested_fit(self, Z, w, Y, labels):
-        """LARS tests and the surrogate of every explained label."""
+    def _tested_fit(self, Z, w, Y, labels, prefix=None):
+        """LARS tests and the surrogate of every explained label, and the
+        statistics they came from (``prefix``: those of the sample before it
+        grew, with the same weights)."""
         Yl = Y[:, labels]
-        stats = _LocalStats(Z, w, Yl)
+        stats = _LocalStats(Z, w, Yl, prefix)
         k = self._selected_width()
         fits, tests = [], []
         for j in range(labels.size):
@@ -495,11 +500,11 @@ n_outputs_, n_features_in_, feature_names_in_
             fit = _fit_surrogate(stats, Z, w, Yl, j, t.active, self.model_regressor)
             fits.append((t.active, fit))
             tests.append(t)
-        return fits, tests
+        return fits, tests, stats
 
     def _explain_group(self, ctx, bb, targets, extra):
         n0 = self.num_samples
-        bufs = [self._sample_buffer() for _ in ctx.rows]
+        bufs = ctx.sample_buffers((self.n_max, self.space_.d))
         Zs, Q, sizes = draw_neighbourhoods(
             self.space_, ctx, n0, first=True, out=[b[:n0] for b in bufs]
         )
@@ -529,12 +534,18 @@ n_outputs_, n_features_in_, feature_names_in_
     def _grow_until_stable(self, ctx, bb, extra, samples, labels, rounds, results):
         Zs, Ws, Ys = samples
         pending = list(range(len(ctx.rows)))
+        # A grown sample keeps its points, and with lime's kernel their
+        # weights: its statistics continue those of the round before.
+        kept = [None] * len(ctx.rows)
         while pending:
             grow, extra_sizes = [], []
             for i in pending:
                 n = Zs[i].shape[0]
                 w = Ws[i]
-                fits, tests = self._tested_fit(Zs[i], w, Ys[i], labels[i])
+                fits, tests, stats = self._tested_fit(
+                    Zs[i], w, Ys[i], labels[i], kept[i]
+                )
+                kept[i] = stats if self.kernel is None else None
                 ess, need_ess = effective_samples(w), self._min_effective_samples()
                 # A narrow kernel: the test is meaningless on so few effective
                 # samples. Grow if n_max can cure it, else stop and say so.
@@ -576,16 +587,8 @@ n_outputs_, n_features_in_, feature_names_in_
                 rounds[grow] += 1
             pending = grow
 
-    def _sample_buffer(self):
-        """A buffer of ``n_max`` points, into which a row's draws are written.
-
-        Points are drawn straight into it, round after round. The memory of
-        points not yet drawn is only reserved (``np.empty`` does not touch
-        it), so a row holds what it has drawn, and growing it never copies
-        the points it already has (at d = 784, copying grown samples took
-        half as long as the model's own calls).
-        """
-        return np.empty((self.n_max, self.space_.d))
+    def _points_per_row(self):
+        return self.n_max
 
     def _append(self, ctx, bb, grow, extra_sizes, samples):
         """Draw the extra points of the growing rows and query them in one go.

@@ -485,6 +485,36 @@ def test_quasi_random_sampling_steadies_the_surrogate():
     assert np.all(gap <= 4 * spread["random"] / np.sqrt(8) + 1e-12)
 
 
+def test_quasi_random_rows_are_stratified_and_differ():
+    """The rows of one call read one Sobol' table, each through its own shift
+    and reflection of the columns: every row's draws still put exactly one
+    point in each of 1024 equal-probability strata of every feature, two rows
+    do not share their draws, and a row alone gets the draws it got in the
+    batch."""
+    from scipy.special import ndtr
+
+    X = _train(6)
+    seen = []
+
+    def model(Q):
+        seen.append(np.array(Q))
+        return _smooth(Q)
+
+    kw = {"num_samples": 1025, "feature_selection": "none", "sampling": "qmc"}
+    explainer = LimeTabularExplainer(model, random_state=0, **kw, **CONT).fit(X)
+    rows = X[:2] + 0.1
+    explainer.explain(rows)
+    Q = np.vstack(seen).reshape(2, 1025, 6)[:, 1:]  # point 0 is the row itself
+    Z = (Q - rows[:, None]) / X.std(axis=0)
+    for z in Z:
+        strata = np.sort(np.floor(ndtr(z) * 1024), axis=0)
+        assert_array_equal(strata, np.repeat(np.arange(1024.0)[:, None], 6, axis=1))
+    assert np.mean(np.isclose(Z[0], Z[1])) < 0.01
+    seen.clear()
+    explainer.explain(rows[1:])
+    assert_array_equal(seen[0][1:], Q[1])
+
+
 def test_quasi_random_sample_grows_by_continuing_its_sequence():
     X = _train(4)
     model = Counting(_smooth)

@@ -59,6 +59,8 @@ from sklearn_plm_explain._lime._sampling import (
     _row_streams,
     _TabularSpace,
     draw_neighbourhoods,
+    release_sobol_tables,
+    sobol_table,
 )
 from sklearn_plm_explain._lime._surrogate import (
     _distances,
@@ -280,17 +282,20 @@ class _BaseLime(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
                     bar,
                 )
 
-            explanation = explain_in_chunks(
-                self,
-                checkpoint,
-                run,
-                n,
-                rows=(X_num, X_cat),
-                target=(targets, extra),
-                not_run=lambda a, b: self._not_run_explanation(
-                    rows_data, extra, labels is not None, a, b
-                ),
-            )
+            try:
+                explanation = explain_in_chunks(
+                    self,
+                    checkpoint,
+                    run,
+                    n,
+                    rows=(X_num, X_cat),
+                    target=(targets, extra),
+                    not_run=lambda a, b: self._not_run_explanation(
+                        rows_data, extra, labels is not None, a, b
+                    ),
+                )
+            finally:
+                release_sobol_tables()
             if bar.n < n:
                 # Rows a checkpoint already held were not explained again.
                 bar.update(n - bar.n)
@@ -402,6 +407,10 @@ class _BaseLime(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         params.pop("estimator", None)
         return params
 
+    def _points_per_row(self):
+        """The most points one row's neighbourhood can hold."""
+        return self.num_samples
+
     def _group_size(self, points_per_row):
         budget = self.batch_size or min(
             _DEFAULT_POINTS_PER_GROUP, _DEFAULT_VALUES_PER_GROUP // self.space_.d
@@ -411,16 +420,21 @@ class _BaseLime(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
     def _explain_slice(self, sl, rows_data, targets, extra, seed, holdout):
         x_num, x_code, z0, key, X_orig = rows_data
         rows = np.arange(sl.start, sl.stop)
-        gens = [_row_streams(key[i], seed, self.sampling) for i in rows]
+        table = None
+        if self.sampling == "qmc":
+            space = self.space_
+            table = sobol_table(
+                seed, space.n_cont, space.offsets.size, self._points_per_row()
+            )
+        gens = [_row_streams(key[i], seed, self.sampling, table) for i in rows]
         bb = lime_blackbox(self._caller, self.mode, self.n_outputs_, self.batch_size)
-        results = []
+        results, buffers = [], []
         size = self._group_size(self.num_samples)
         try:
             for start in range(0, rows.size, size):
                 grp = rows[start : start + size]
-                ctx = _Group(
-                    grp, x_num, x_code, z0, X_orig, [gens[i - sl.start] for i in grp]
-                )
+                streams = [gens[i - sl.start] for i in grp]
+                ctx = _Group(grp, x_num, x_code, z0, X_orig, streams, buffers)
                 results.extend(self._explain_group(ctx, bb, targets, extra))
         except ModelResponseError as err:
             # What finished survives: whole groups, and the rows of the failing

@@ -72,8 +72,9 @@ class LimeTabularExplainer(_BaseLime):
         ``Ridge(alpha=1)``. It must expose ``coef_`` and ``intercept_``.
     sampling : {"random", "qmc"}, default="random"
         ``"random"`` draws independent perturbations, as lime does;
-        ``"qmc"`` draws them from a scrambled Sobol' sequence (each row its
-        own), mapped through the same inverse distributions: every marginal
+        ``"qmc"`` draws them from a scrambled Sobol' sequence (one per call,
+        each row reading it through its own shift and reflection of the
+        columns), mapped through the same inverse distributions: every marginal
         is the same, but the sample covers the neighbourhood more evenly, so
         surrogates and their selected features vary less from seed to seed.
     batch_size : int, default=None

@@ -6,11 +6,14 @@ tables) and draws the perturbations of a row in a handful of array
 operations: no Python loop over samples, only over histogram bins. Every row
 draws from its own streams (:func:`_row_streams`), derived from its content
 and the call's seed, so that a row's neighbourhood does not depend on the
-batch it came in or on ``n_jobs``.
+batch it came in or on ``n_jobs``. Quasi-random rows read one scrambled
+Sobol' sequence per call (:class:`_SobolTable`), each through its own random
+permutation and reflection of the columns.
 """
 
 # SPDX-License-Identifier: BSD-3-Clause
 
+import threading
 import warnings
 import zlib
 
@@ -207,17 +210,19 @@ class _TabularSpace:
         c0 = self.n_cont
         U = None
         if isinstance(rng, _SobolStream):
-            U = rng.uniforms(m, c0 + self.offsets.size)
+            U = rng.draw(m, Z[:, :c0])  # the normals go straight into Z
+            vals = Z[:, :c0]
+        elif c0:
+            vals = Z[:, :c0]
+            vals[...] = rng.standard_normal((m, c0))
         if c0:
-            vals = rng.standard_normal((m, c0)) if U is None else ndtri(U[:, :c0])
-            Z[:, :c0] = vals
-            if self.around:
-                Z[:, :c0] += (x_cont - self.cont_mean) / self.cont_scale
             q = Q[:, :c0]
             np.multiply(vals, self.cont_scale, out=q)
             q += x_cont if self.around else self.cont_mean
+            if self.around:
+                vals += (x_cont - self.cont_mean) / self.cont_scale
         if self.offsets.size:
-            u = rng.random((m, self.offsets.size)) if U is None else U[:, c0:]
+            u = rng.random((m, self.offsets.size)) if U is None else U
             flat = self.offsets + (u >= self.cum[0]) if len(self.cum) else None
             if flat is None:
                 flat = np.broadcast_to(self.offsets, u.shape).copy()
@@ -325,50 +330,181 @@ def _bin_edges(col, y, params):
 
 
 class _Group:
-    """The rows of one batch of model queries, with their per-row streams."""
+    """The rows of one batch of model queries, with their per-row streams.
 
-    def __init__(self, rows, x_num, x_code, z0, X_orig, gens):
+    ``buffers`` is a list shared by the groups of one slice: sample buffers
+    a group leaves there are reused by the next (see :meth:`sample_buffers`).
+    """
+
+    def __init__(self, rows, x_num, x_code, z0, X_orig, gens, buffers=None):
         self.rows = rows
         self.x_num = x_num
         self.x_code = x_code
         self.z0 = z0
         self.X_orig = X_orig
         self.gens = gens
+        self.buffers = [] if buffers is None else buffers
+
+    def sample_buffers(self, shape):
+        """One buffer of ``shape`` per row, reused from the slice's earlier groups.
+
+        Writing to freshly mapped memory costs, at d = 784, several
+        microseconds per point on first touch (a page fault per 4 KiB), as
+        much as the model's forward pass; a buffer written by an earlier
+        group costs nothing more. A group's samples are not kept once its
+        rows are finished, so the next group may overwrite them. Points are
+        drawn straight into a buffer, round after round: memory not yet
+        drawn into is only reserved (``np.empty`` does not touch it), and a
+        grown sample never copies the points it has.
+        """
+        pool = self.buffers
+        pool[:] = [b for b in pool if b.shape == shape]
+        while len(pool) < len(self.rows):
+            pool.append(np.empty(shape))
+        return pool[: len(self.rows)]
 
 
-def _row_streams(key_row, seed, sampling="random"):
+def _row_streams(key_row, seed, sampling="random", table=None):
     """Two independent streams per row: explanation and held-out scoring.
 
     Derived from the row's content and the call's seed only, so a row's
     result does not depend on the batch it came in or on ``n_jobs``. With
-    ``sampling="qmc"`` the explanation stream is quasi-random; held-out
-    scoring always uses independent draws.
+    ``sampling="qmc"`` the explanation stream reads the call's quasi-random
+    ``table`` (a :class:`_SobolTable`); held-out scoring always uses
+    independent draws.
     """
     children = row_seed(key_row, seed).spawn(2)
     main, holdout = (np.random.default_rng(c) for c in children)
     if sampling == "qmc":
-        main = _SobolStream(main)
+        main = _SobolStream(main, table)
     return main, holdout
 
 
-class _SobolStream:
-    """A row's quasi-random stream: successive points of one scrambled Sobol'
-    sequence, so points appended later (S-LIME's growing samples) continue
-    the same sequence."""
+# Mixed into the call's seed for its Sobol' table, apart from every row's seed.
+_TABLE_KEY = 0x51AB1E
 
-    def __init__(self, rng):
-        self.rng = rng
-        self.engine = None
 
-    def uniforms(self, m, dim):
-        if self.engine is None:
-            self.engine = qmc.Sobol(dim, scramble=True, seed=self.rng)
+class _SobolTable:
+    """One scrambled Sobol' sequence per call, shared by the rows' streams.
+
+    Drawing and scrambling a Sobol' sequence and mapping it through the
+    inverse normal CDF cost, at d = 784, more than the model's own forward
+    pass per point; done once per call and read by every row through its
+    own column permutation and reflection (:class:`_SobolStream`), they cost
+    a gather per point. Points are generated as far as the longest row has
+    read, into arrays reserved for ``capacity`` points (memory not yet
+    written is not touched). The table depends only on the seed and the
+    column counts, so every worker builds the same one.
+    """
+
+    def __init__(self, seed, n_cont, n_code, capacity):
+        self.n_cont, self.n_code = n_cont, n_code
+        ss = np.random.SeedSequence([int(seed), _TABLE_KEY])
+        self.engine = qmc.Sobol(
+            max(n_cont + n_code, 1), scramble=True, seed=np.random.default_rng(ss)
+        )
+        capacity = max(int(capacity), 1)
+        self.normals = np.empty((capacity, n_cont))
+        self.uniforms = np.empty((capacity, n_code))
+        self.size = 0
+        self._lock = threading.Lock()
+
+    def rows(self, start, stop):
+        """Normals and uniforms of points ``start:stop`` of the sequence."""
+        if stop > self.size:
+            with self._lock:
+                self._extend(stop)
+        return self.normals[start:stop], self.uniforms[start:stop]
+
+    def _extend(self, stop):
+        if stop <= self.size:
+            return
+        if stop > self.normals.shape[0]:
+            cap = max(stop, 2 * self.normals.shape[0])
+            self.normals = _grown(self.normals, cap, self.size)
+            self.uniforms = _grown(self.uniforms, cap, self.size)
+        c0 = self.n_cont
+        block = max(16, _SAMPLE_BLOCK_VALUES // max(c0 + self.n_code, 1))
         with warnings.catch_warnings():
             # Sizes that are not powers of two lose a little of the balance.
             warnings.simplefilter("ignore", UserWarning)
-            U = self.engine.random(m)
-        # Keep inverse distributions finite at the (measure-zero) edges.
-        return np.clip(U, 1e-16, 1.0 - 1e-16, out=U)
+            for a in range(self.size, stop, block):
+                b = min(a + block, stop)
+                U = self.engine.random(b - a)
+                # Keep inverse distributions finite at the (measure-zero) edges.
+                np.clip(U, 1e-16, 1.0 - 1e-16, out=U)
+                ndtri(U[:, :c0], out=self.normals[a:b])
+                self.uniforms[a:b] = U[:, c0 : c0 + self.n_code]
+        self.size = stop
+
+
+def _grown(a, rows, keep):
+    out = np.empty((rows,) + a.shape[1:])
+    out[:keep] = a[:keep]
+    return out
+
+
+_TABLES = {}
+_TABLES_LOCK = threading.Lock()
+
+
+def sobol_table(seed, n_cont, n_code, capacity):
+    """The call's table for ``seed``, built once per process.
+
+    Calls explained a few rows at a time (progress bars, parallel workers)
+    read the same table instead of drawing it again; one table is kept, the
+    last one asked for (:func:`release_sobol_tables` drops it).
+    """
+    key = (int(seed), int(n_cont), int(n_code))
+    with _TABLES_LOCK:
+        table = _TABLES.get(key)
+        if table is None:
+            _TABLES.clear()
+            table = _TABLES[key] = _SobolTable(seed, n_cont, n_code, capacity)
+    return table
+
+
+def release_sobol_tables():
+    """Forget the kept table (called when an ``explain`` call ends)."""
+    with _TABLES_LOCK:
+        _TABLES.clear()
+
+
+class _SobolStream:
+    """A row's quasi-random stream: the call's Sobol' table, read from its
+    first point on with the row's own random cyclic shift of the columns
+    (continuous and coded apart) and reflection of each continuous one
+    (``-z`` is the normal of ``1 - u``).
+
+    Over the table's scrambling, each row's points are a scrambled Sobol'
+    sample, as if the row had its own sequence; points appended later
+    (S-LIME's growing samples) continue it. The shift and reflections keep
+    the rows of one call from reading the same column for the same feature,
+    at the cost of a copy (a permutation's gather costs more).
+    """
+
+    def __init__(self, rng, table):
+        self.rng, self.table, self.pos = rng, table, 0
+        self.shift = None
+
+    def draw(self, m, out):
+        """Write the next ``m`` points' normals into ``out``; return their
+        uniforms (the coded columns')."""
+        t = self.table
+        if self.shift is None:
+            self.shift = int(self.rng.integers(max(t.n_cont, 1)))
+            self.sign = self.rng.integers(0, 2, t.n_cont) * 2.0 - 1.0
+            self.code_shift = int(self.rng.integers(max(t.n_code, 1)))
+        G, U = t.rows(self.pos, self.pos + m)
+        self.pos += m
+        k = t.n_cont - self.shift
+        np.multiply(G[:, self.shift :], self.sign[:k], out=out[:, :k])
+        np.multiply(G[:, : self.shift], self.sign[k:], out=out[:, k:])
+        if not t.n_code or not self.code_shift:
+            return U
+        return np.concatenate(
+            [U[:, self.code_shift :], U[:, : self.code_shift]], axis=1
+        )
 
 
 def draw_neighbourhoods(space, ctx, m, first, rows=None, out=None):

@@ -25,13 +25,30 @@ class _LocalStats:
     lasso path compute from the data.
     """
 
-    def __init__(self, Z, w, Y):
+    def __init__(self, Z, w, Y, prefix=None):
         self.n, self.d = Z.shape
-        self.wsum = w.sum()
-        self.mu = w @ Z / self.wsum
-        self.ybar = w @ Y / self.wsum
         self._Z, self._w, self._G = Z, w, None
-        self.b = Z.T @ (Y * w[:, None]) - self.wsum * np.outer(self.mu, self.ybar)
+        if prefix is None:
+            self.wsum = w.sum()
+            self._wz, self._zy = w @ Z, Z.T @ (Y * w[:, None])
+            self._cols = {}
+        else:
+            # The statistics of this sample's first points with the same
+            # weights: the d-wide sums read only the points added since.
+            lo = prefix.n
+            Zn, wn = Z[lo:], w[lo:]
+            self.wsum = prefix.wsum + wn.sum()
+            self._wz = prefix._wz + wn @ Zn
+            self._zy = prefix._zy + Zn.T @ (Y[lo:] * wn[:, None])
+            self._cols = {}
+            if prefix._cols:
+                keys = list(prefix._cols)
+                new = Zn.T @ (Zn[:, keys] * wn[:, None])
+                for j, col in zip(keys, new.T):
+                    self._cols[j] = prefix._cols[j] + col
+        self.mu = self._wz / self.wsum
+        self.ybar = w @ Y / self.wsum
+        self.b = self._zy - self.wsum * np.outer(self.mu, self.ybar)
         resid = Y - self.ybar
         self.syy = w @ (resid * resid)
         # Below this the target is flat up to rounding of its weighted mean.
@@ -53,6 +70,21 @@ class _LocalStats:
             G -= self.wsum * np.outer(self.mu, self.mu)
             self._G = G
         return self._G
+
+    def gram_columns(self, S):
+        """``G[:, S]``, each column summed once over the data (one pass for
+        all missing columns) and kept: a grown sample (``prefix``) sums only
+        its new points for the columns its prefix had."""
+        S = [int(j) for j in S]
+        missing = [j for j in S if j not in self._cols]
+        if missing:
+            Z, w = self._Z, self._w
+            sums = Z.T @ (Z[:, missing] * w[:, None])
+            self._cols.update(zip(missing, sums.T))
+        if not S:
+            return np.empty((self.d, 0))
+        cols = np.column_stack([self._cols[j] for j in S])
+        return cols - self.wsum * np.outer(self.mu, self.mu[S])
 
     def gram_block(self, S):
         """``G[S, S]``, from the data when the full matrix was never formed."""
