@@ -3,6 +3,7 @@
 # SPDX-License-Identifier: BSD-3-Clause
 
 import argparse
+import collections
 import csv
 import json
 import os
@@ -209,27 +210,46 @@ def _is_regressor(model):
 
 
 def _read_csv(path):
-    """Numeric rows of a CSV file with a header line: ``(names, X)``."""
+    """Numeric rows of a CSV file with a header line: ``(names, X)``.
+
+    Rows are parsed as they are read (a file of many rows never holds all
+    its text as Python strings at once); a bad cell is named.
+    """
     if not os.path.isfile(path):
         raise _CLIError(f"data file not found: {path}")
+    header, rows = None, []
     try:
         with open(path, newline="", encoding="utf-8") as fh:
-            lines = [row for row in csv.reader(fh) if row]
+            for row in csv.reader(fh):
+                if not row:
+                    continue
+                if header is None:
+                    header = [name.strip() for name in row]
+                else:
+                    rows.append(_parse_row(row, header, path, len(rows)))
     except (UnicodeDecodeError, csv.Error) as exc:
         raise _CLIError(f"bad CSV {path}: {exc}") from None
-    if len(lines) < 2:
+    if not rows:
         raise _CLIError(f"bad CSV {path}: needs a header line and at least one row")
-    header, body = [name.strip() for name in lines[0]], lines[1:]
-    X = np.empty((len(body), len(header)))
-    for i, row in enumerate(body):
-        if len(row) != len(header):
-            raise _CLIError(
-                f"bad CSV {path}: data row {i + 1} has {len(row)} fields, "
-                f"the header has {len(header)}"
-            )
-        for j, cell in enumerate(row):
-            X[i, j] = _number(cell, path, i, header[j])
-    return header, X
+    return header, np.vstack(rows)
+
+
+def _parse_row(row, header, path, i):
+    if len(row) != len(header):
+        raise _CLIError(
+            f"bad CSV {path}: data row {i + 1} has {len(row)} fields, "
+            f"the header has {len(header)}"
+        )
+    try:
+        values = np.array(row, dtype=np.float64)
+    except ValueError:
+        values = None
+    if values is None or not np.isfinite(values).all():
+        # Name the first bad cell.
+        values = np.array(
+            [_number(cell, path, i, header[j]) for j, cell in enumerate(row)]
+        )
+    return values
 
 
 def _number(cell, path, i, column):
@@ -308,11 +328,14 @@ def _make_explainer(model, args, names):
     return StableLIMEExplainer(model, **lime_kw)
 
 
-def _explain_in_chunks(explainer, X, target, chunk_size, checkpoint=None):
-    """Explain ``X`` chunk by chunk, reporting progress on stderr.
+def _explain_in_chunks(explainer, X, target, chunk_size, sink, checkpoint=None):
+    """Explain ``X`` chunk by chunk into ``sink``, reporting progress on stderr.
 
-    With ``checkpoint`` (a directory) every finished chunk is kept there, and
-    a later run of the same command resumes from it.
+    Each finished chunk goes to ``sink`` at once (a CSV output is written
+    as the rows finish: memory does not grow with the number of rows, and
+    the rows finished before a failure are in the file). With
+    ``checkpoint`` (a directory) every finished chunk is kept there, and a
+    later run of the same command resumes from it.
     """
     n = X.shape[0]
 
@@ -327,35 +350,86 @@ def _explain_in_chunks(explainer, X, target, chunk_size, checkpoint=None):
         if checkpoint is not None:
             store = Checkpoint(checkpoint, chunk_size=chunk_size, progress=progress)
             try:
-                explanation = explainer.explain(X, target=target, checkpoint=store)
+                sink.write(explainer.explain(X, target=target, checkpoint=store))
             except ModelResponseError as err:
                 raise _CLIError(
                     f"{err} The rows finished so far are kept in {checkpoint}: run "
                     "the same command again to resume."
                 ) from None
         else:
-            parts = []
             for start in range(0, n, chunk_size):
                 stop = min(start + chunk_size, n)
-                part = explainer.explain(X[start:stop], target=target)
+                try:
+                    part = explainer.explain(X[start:stop], target=target)
+                except Exception as err:
+                    if not sink.rows or sink.json:
+                        raise
+                    raise _CLIError(
+                        f"{_one_line(err)} The {sink.rows} rows finished before "
+                        f"this chunk are in {sink.name}."
+                    ) from None
                 if "reused_from" in part.fields:
                     # Row references are local to a chunk: make them global.
                     reused = part.reused_from
                     reused[reused >= 0] += start
-                parts.append(part)
+                sink.write(part)
                 progress(stop, n, False)
-            explanation = Explanation.concat(parts)
-    summary = ", ".join(f"{k} {v}" for k, v in explanation.status_counts().items())
+    summary = ", ".join(f"{k} {v}" for k, v in sorted(sink.counts.items()))
     print(f"statuses: {summary}", file=sys.stderr)
-    return explanation
 
 
-def _write_csv(explanation, out):
-    columns = explanation._wide_columns()
-    writer = csv.writer(out, lineterminator="\n")
-    writer.writerow([name for name, _ in columns])
-    for i in range(len(explanation)):
-        writer.writerow([_cell(col[i]) for _, col in columns])
+class _Sink:
+    """Where the explained rows go: CSV rows as each chunk finishes, or one
+    JSON document (``Explanation.to_dict``) at the end."""
+
+    def __init__(self, path, feature_names):
+        self.path, self.names = path, np.asarray(feature_names, dtype=object)
+        self.name = "standard output" if path == "-" else path
+        self.json = path != "-" and os.path.splitext(path)[1].lower() == ".json"
+        self.parts, self.header, self.rows = [], None, 0
+        self.counts = collections.Counter()
+        self.file = None
+
+    def __enter__(self):
+        if self.path == "-":
+            self.file = sys.stdout
+        else:
+            self.file = open(self.path, "w", newline="", encoding="utf-8")
+        self.csv = csv.writer(self.file, lineterminator="\n")
+        return self
+
+    def __exit__(self, *exc):
+        if self.json and exc[0] is None and self.parts:
+            json.dump(Explanation.concat(self.parts).to_dict(), self.file)
+        if self.file is sys.stdout:
+            self.file.flush()
+            return
+        self.file.close()
+        if exc[0] is not None and (self.json or not self.rows):
+            # A failure before any row was written leaves no file behind.
+            os.remove(self.path)
+
+    def write(self, explanation):
+        explanation.feature_names = self.names
+        self.counts.update(explanation.status_counts())
+        self.rows += len(explanation)
+        if self.json:
+            self.parts.append(explanation)
+            return
+        columns = explanation._wide_columns()
+        names = [name for name, _ in columns]
+        if self.header is None:
+            self.header = names
+            self.csv.writerow(names)
+        elif names != self.header:
+            # Never shift a column under another one's header.
+            raise _CLIError(
+                f"the explanation's columns changed between chunks ({names[:3]}... "
+                f"vs {self.header[:3]}...); use --out with a .json file"
+            )
+        for i in range(len(explanation)):
+            self.csv.writerow([_cell(col[i]) for _, col in columns])
+        self.file.flush()
 
 
 def _cell(value):
@@ -364,18 +438,6 @@ def _cell(value):
     if isinstance(value, np.generic):
         return value.item()
     return value
-
-
-def _write_output(explanation, path):
-    if path == "-":
-        _write_csv(explanation, sys.stdout)
-        return
-    ext = os.path.splitext(path)[1].lower()
-    with open(path, "w", newline="", encoding="utf-8") as out:
-        if ext == ".json":
-            json.dump(explanation.to_dict(), out)
-        else:
-            _write_csv(explanation, out)
 
 
 def run_explain(args):
@@ -397,17 +459,16 @@ def run_explain(args):
             # The CSV carries no feature names the model could check.
             warnings.filterwarnings("ignore", message="X does not have valid feature")
             explainer.fit(X)
-            explanation = _explain_in_chunks(
-                explainer, X, target, args.chunk_size, args.checkpoint
-            )
+            with _Sink(args.out, names) as sink:
+                _explain_in_chunks(
+                    explainer, X, target, args.chunk_size, sink, args.checkpoint
+                )
     finally:
         if isinstance(model, RemoteModel):
             print(_remote_summary(explainer, model), file=sys.stderr)
             model.close()
-    explanation.feature_names = np.asarray(names, dtype=object)
-    _write_output(explanation, args.out)
     if args.out != "-":
-        print(f"wrote {len(explanation)} rows to {args.out}", file=sys.stderr)
+        print(f"wrote {sink.rows} rows to {args.out}", file=sys.stderr)
     return 0
 
 

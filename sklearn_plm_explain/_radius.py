@@ -21,6 +21,8 @@ MIN_BRACKET = 4.0
 # A consistent cube whose bound misses the target by at most this factor gets
 # more points in the same cube rather than a new, larger one.
 AUGMENT_RANGE = 8.0
+# Points added to a boxed-in cube aim this far below rtol.
+TOP_UP_MARGIN = 1.25
 # The most a larger sample in the same cube can tighten the bound.
 OVERSAMPLE_GAIN = 8.0
 # Coarse responses (float32, rounded, noisy) hide weak kinks in their noise.
@@ -157,7 +159,10 @@ class RadiusSearch:
             repeat = len(self.history) > 1 and self._excess(self.history[-2])
             want = last.radius / (SHRINK**2 if repeat else SHRINK)
         else:
-            growth = 2.0 * last.rel_error / self.rtol
+            # A float64 bound falls like 1 / radius: aim a margin below rtol
+            # (a small miss costs a top-up of the cube, not a new one).
+            margin = 2.0 if self.coarse else TOP_UP_MARGIN
+            growth = margin * last.rel_error / self.rtol
             want = last.radius * float(np.clip(growth, 2.0, MAX_GROWTH))
         blocked = want < self.min_radius
         if r_lo is not None and r_hi is not None:
@@ -174,6 +179,8 @@ class RadiusSearch:
         if not blocked:
             self.n_new = self.n_features + self.n_witnesses
             return want
+        if self._top_up(last, r_lo):
+            return last.radius
         if (
             r_lo is not None
             and self.n_witnesses < self.n_more
@@ -218,6 +225,28 @@ class RadiusSearch:
         if self._excess(last) or not near or not useful:
             return False
         extra = max(8, self.n_witnesses)
+        self.n_witnesses += extra
+        self.n_new, self.keep = extra, True
+        return True
+
+    def _top_up(self, last, r_lo):
+        """Boxed in at the largest consistent cube, which was the last one:
+        add to it the points its bound asks for, not a new cube.
+
+        A float64 bound set by the noise floor falls like ``1 / sqrt(m)``
+        with the cube's ``m`` points; the points to add are those that bring
+        it a margin below ``rtol`` (at least 8, at most up to ``n_more``).
+        Coarse responses keep their own rule (a new cube inside the margin).
+        """
+        if self.coarse or r_lo is None or last.radius != r_lo:
+            return False
+        if self._excess(last) or self.n_witnesses >= self.n_more:
+            return False
+        if self._hopeless(r_lo, 2.0 * r_lo):
+            return False
+        m = self.n_features + self.n_witnesses
+        want = m * (TOP_UP_MARGIN * last.rel_error / self.rtol) ** 2
+        extra = int(np.clip(np.ceil(want) - m, 8, self.n_more - self.n_witnesses))
         self.n_witnesses += extra
         self.n_new, self.keep = extra, True
         return True

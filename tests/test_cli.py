@@ -46,6 +46,7 @@ def files(tmp_path_factory):
     joblib.dump(MLPClassifier((8,)), root / "unfitted.joblib")
     (root / "garbage.joblib").write_bytes(b"this is not a pickle")
     joblib.dump(_Exploding(), root / "exploding.joblib")
+    joblib.dump(_FailsNearRow(model, rows[7]), root / "fails_at_row_7.joblib")
     return root
 
 
@@ -59,6 +60,23 @@ class _Exploding(MLPClassifier):
 
     def predict_proba(self, X):
         raise RuntimeError("the scoring service is down")
+
+
+class _FailsNearRow(MLPClassifier):
+    """The iris MLP, failing on any query close to (not at) one row: the
+    explanation of that row's chunk fails, the chunks before it do not."""
+
+    def __init__(self, model=None, row=None):
+        super().__init__()
+        self.model, self.row = model, row
+        if model is not None:
+            self.classes_, self.n_features_in_ = model.classes_, 4
+
+    def predict_proba(self, X):
+        dist = np.abs(np.asarray(X) - self.row).max(axis=1)
+        if np.any((dist > 0) & (dist < 1e-2)):
+            raise RuntimeError("the scoring service is down")
+        return self.model.predict_proba(X)
 
 
 def _console_script():
@@ -99,6 +117,27 @@ def test_openapi_to_csv_with_the_console_script(files, tmp_path):
     progress = [ln for ln in proc.stderr.splitlines() if ln.startswith("explained")]
     assert progress == ["explained 5/12 rows", "explained 10/12 rows", "explained 12/12 rows"]  # fmt: skip
     assert proc.stdout == ""
+
+
+def test_csv_rows_are_written_as_their_chunk_finishes(files, tmp_path, capsys):
+    # Rows 5-9 form the chunk that fails (row 7): rows 0-4 are already in the
+    # file, and the error says so; a JSON output is written at the end only,
+    # so it leaves no file behind.
+    args = ["explain", "--model", str(files / "fails_at_row_7.joblib"),
+            "--data", str(files / "rows.csv"), "--chunk-size", "5"]  # fmt: skip
+    out = tmp_path / "out.csv"
+    assert main([*args, "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "the scoring service is down" in err
+    assert f"The 5 rows finished before this chunk are in {out}" in err
+    rows = _read_rows(out)
+    assert len(rows) == 5 and {r["status"] for r in rows} == {"exact"}
+    whole = tmp_path / "whole.csv"
+    main(["explain", "--model", str(files / "mlp.joblib"), "--data",
+          str(files / "rows.csv"), "--out", str(whole)])  # fmt: skip
+    assert rows == _read_rows(whole)[:5]
+    assert main([*args, "--out", str(tmp_path / "out.json")]) == 2
+    assert not (tmp_path / "out.json").exists()
 
 
 @pytest.mark.slow
