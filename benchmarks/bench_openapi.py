@@ -128,7 +128,7 @@ def summarise(name, D, truth, queries, claims, seconds, d):
         "wrong claims": wrong,
         "L1 median": f"{np.median(err[finite]):.1e}" if finite.any() else "n/a",
         "L1 max": f"{err[finite].max():.1e}" if finite.any() else "n/a",
-        "queries/(d+2)": f"{queries.mean() / (d + 2):.2f}",
+        "queries/(d+2)": f"{queries.mean() / (d + 2):.3f}",
         "ms/row": f"{1e3 * seconds / len(D):.3f}",
     }
 
