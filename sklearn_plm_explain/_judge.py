@@ -235,7 +235,9 @@ class CubeJudge:
         # bound, read from those residuals as if they were noise, does not
         # cover the bias a boundary inside it causes.
         # Coarse rows claim it only inside the margin of any kink seen.
-        inside = not search.coarse or search.radius <= search.safe_radius()
+        inside = search.certifiable(search.radius)
+        if search.coarse:
+            inside = inside and search.radius <= search.safe_radius()
         if fits.rel[j] <= self.config.rtol and search.last_consistent() and inside:
             self._certified(fits, j, i, search.radius, bool(model.float64[j]))
             return True
@@ -302,7 +304,7 @@ class CubeJudge:
         for idx, c in enumerate(self.state.candidates[i]):
             if c.attempt >= len(search.history) or not search.consistent(c.attempt):
                 continue
-            if c.radius > limit:
+            if c.radius > limit or not search.certifiable(c.radius):
                 continue
             scaled = c.stat * max(1.0, learned / c.sigma)
             rel = relative_bound(

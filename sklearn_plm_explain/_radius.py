@@ -23,6 +23,9 @@ MIN_BRACKET = 4.0
 AUGMENT_RANGE = 8.0
 # Points added to a boxed-in cube aim this far below rtol.
 TOP_UP_MARGIN = 1.25
+# A consistent float64 cube whose bound misses rtol by at most this factor
+# gets more points rather than a larger cube (at most 0.7 times its points).
+NEAR_MISS = 1.3
 # The most a larger sample in the same cube can tighten the bound.
 OVERSAMPLE_GAIN = 8.0
 # Coarse responses (float32, rounded, noisy) hide weak kinks in their noise.
@@ -149,7 +152,7 @@ class RadiusSearch:
         points at the largest consistent radius shrink the error bound.
         """
         last = self.history[-1]
-        if self._augment(last):
+        if self._augment(last) or self._near_miss(last):
             return self.radius
         self.keep = False
         r_lo, r_hi = self._bracket()
@@ -164,6 +167,10 @@ class RadiusSearch:
             margin = 2.0 if self.coarse else TOP_UP_MARGIN
             growth = margin * last.rel_error / self.rtol
             want = last.radius * float(np.clip(growth, 2.0, MAX_GROWTH))
+        kink = self.kink_radius()
+        if want >= kink:
+            # No cube this large can certify (it holds a kink already seen).
+            want = np.sqrt(r_lo * kink) if r_lo is not None else kink / SHRINK
         blocked = want < self.min_radius
         if r_lo is not None and r_hi is not None:
             if not self.coarse and self._hopeless(r_lo, r_hi):
@@ -179,8 +186,21 @@ class RadiusSearch:
         if not blocked:
             self.n_new = self.n_features + self.n_witnesses
             return want
+        lo = self._floor_limited_at(r_lo)
+        if lo is not None and self._points_for_rtol(lo) > self.n_features + self.n_more:
+            # The bound at r_lo falls like 1 / sqrt(points) (the noise floor
+            # sets it): even n_more witnesses cannot bring it to rtol.
+            return None
         if self._top_up(last, r_lo):
             return last.radius
+        if lo is not None:
+            # A fresh cube at r_lo with the points its bound asks for.
+            m = self._points_for_rtol(lo)
+            self.n_witnesses = int(
+                np.clip(m - self.n_features, self.n_witnesses + 8, self.n_more)
+            )
+            self.n_new = self.n_features + self.n_witnesses
+            return r_lo
         if (
             r_lo is not None
             and self.n_witnesses < self.n_more
@@ -229,6 +249,39 @@ class RadiusSearch:
         self.n_new, self.keep = extra, True
         return True
 
+    def _points_for_rtol(self, att):
+        """Points a float64 cube like ``att`` needs for its bound to fall a
+        margin below ``rtol``, if the bound falls like 1 / sqrt(points)."""
+        m = self.n_features + att.dof
+        return m * (TOP_UP_MARGIN * att.rel_error / self.rtol) ** 2
+
+    def _floor_limited_at(self, r_lo):
+        """The best consistent float64 attempt at ``r_lo`` whose bound the
+        noise floor set (not the noise estimate), or None."""
+        if self.coarse or r_lo is None:
+            return None
+        atts = [
+            a
+            for a in self.history
+            if a.radius == r_lo and not self._excess(a) and not a.estimate_limited
+        ]
+        return min(atts, key=lambda a: a.rel_error) if atts else None
+
+    def _near_miss(self, last):
+        """A consistent float64 cube a little short of rtol: more points in
+        it cost less than a larger cube, and cannot reach a boundary."""
+        if self.coarse or self._excess(last) or last.estimate_limited:
+            return False
+        ratio = last.rel_error / self.rtol
+        if not 1.0 < ratio <= NEAR_MISS or self.n_witnesses >= self.n_more:
+            return False
+        m = self.n_features + self.n_witnesses
+        extra = int(np.ceil(self._points_for_rtol(last))) - m
+        extra = int(np.clip(extra, 8, self.n_more - self.n_witnesses))
+        self.n_witnesses += extra
+        self.n_new, self.keep = extra, True
+        return True
+
     def _top_up(self, last, r_lo):
         """Boxed in at the largest consistent cube, which was the last one:
         add to it the points its bound asks for, not a new cube.
@@ -251,8 +304,24 @@ class RadiusSearch:
         self.n_new, self.keep = extra, True
         return True
 
+    def kink_radius(self):
+        """The smallest radius at which a cube showed a kink (inf if none).
+
+        The cubes of one row are nested (all centred at the row), so every
+        cube at least this large contains that kink: one that passes the
+        residual test there missed it with its random points, and must not
+        certify the row or lend it its bound.
+        """
+        kinks = [a.radius for a in self.history if not a.bad and self._excess(a)]
+        return min(kinks) if kinks else np.inf
+
+    def certifiable(self, radius):
+        """Whether a consistent cube of this radius may certify the row."""
+        return radius < self.kink_radius()
+
     def _bracket(self):
-        lo = [a.radius for a in self.history if not self._excess(a)]
+        kink = self.kink_radius()
+        lo = [a.radius for a in self.history if not self._excess(a) and a.radius < kink]
         r_lo = max(lo) if lo else None
         hi = [
             a.radius
