@@ -20,8 +20,10 @@ C = 10 classes, one BLAS thread for the whole run:
 3. memory: peak RSS (``VmHWM``; ``ru_maxrss`` where there is no ``/proc``)
    of a fresh subprocess that fits its own d = 256 model and explains 1,000
    and 20,000 rows in one ``explain`` call (which holds every row's results),
-   and the 20,000 rows through ``plm-explain explain`` (which writes each
-   finished chunk to its CSV output), under an address-space cap
+   and the same rows through ``plm-explain explain`` (which writes each
+   finished chunk to its CSV output; the model and the CSV file are written
+   by another process first, so that the command's process does nothing
+   else), under an address-space cap
    (``--memory-cap-gb``) so that a run that does not bound its memory fails
    with ``MemoryError`` instead of exhausting the machine; ``ru_maxrss``
    would count the parent's pages copied at the fork;
@@ -291,19 +293,23 @@ def peak_rss_mb():
         return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def memory_child(n_rows, kwargs, fit_iter, cap_gb, way):
+def memory_child(n_rows, kwargs, fit_iter, cap_gb, way, folder=None):
     """Runs in a fresh process: prints its peak RSS as JSON.
 
     ``way="call"``: one ``explain`` call holding every row's results;
-    ``way="cli"``: ``plm-explain explain`` on a CSV file of the rows, which
-    writes each finished chunk to its CSV output and keeps no results.
+    ``way="files"``: writes the model and a CSV of the rows into ``folder``
+    (for ``"cli"``); ``way="cli"``: ``plm-explain explain`` on those files,
+    which writes each finished chunk to its CSV output and keeps no results
+    (this process does nothing else, so its peak is the command's).
     """
     cap = int(cap_gb * 2**30)
     resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
     blas = limit_blas(1)  # noqa: F841 - keeps the limit for the process
-    case = fit_case(256, fit_iter, n_test=n_rows)
     if way == "cli":
-        return memory_child_cli(case, kwargs)
+        return memory_child_cli(folder, kwargs)
+    case = fit_case(256, fit_iter, n_test=n_rows)
+    if way == "files":
+        return write_cli_files(case, folder)
     before = peak_rss_mb()
     explainer = OpenAPIExplainer(case["model"], random_state=0, **kwargs)
     explainer.fit(case["X_train"])
@@ -330,26 +336,30 @@ def memory_child(n_rows, kwargs, fit_iter, cap_gb, way):
     )
 
 
-def memory_child_cli(case, kwargs):
-    """The command line on the same rows: model and CSV written first."""
+def write_cli_files(case, folder):
     import csv
-    import tempfile
-    from collections import Counter
 
     import joblib
+
+    joblib.dump(case["model"], os.path.join(folder, "m.joblib"))
+    X = case["X_test"]
+    with open(os.path.join(folder, "x.csv"), "w", newline="") as fh:
+        writer = csv.writer(fh)
+        writer.writerow([f"x{j}" for j in range(X.shape[1])])
+        writer.writerows(map(repr_row, X))
+    print(json.dumps({"rows": len(X)}))
+
+
+def memory_child_cli(folder, kwargs):
+    """The command line on the files of ``write_cli_files``."""
+    import csv
+    from collections import Counter
 
     from sklearn_plm_explain._cli import main
 
     if kwargs:
         raise SystemExit("--explainer-kwargs does not reach the command line")
-    folder = tempfile.mkdtemp()
     model, data, out = (os.path.join(folder, n) for n in ("m.joblib", "x.csv", "o.csv"))
-    joblib.dump(case["model"], model)
-    X = case["X_test"]
-    with open(data, "w", newline="") as fh:
-        writer = csv.writer(fh)
-        writer.writerow([f"x{j}" for j in range(X.shape[1])])
-        writer.writerows(map(repr_row, X))
     before = peak_rss_mb()
     t0 = time.perf_counter()
     code = main(["explain", "--model", model, "--data", data, "--out", out])
@@ -372,28 +382,36 @@ def memory_child_cli(case, kwargs):
     )
 
 
+def run_memory_child(way, n, args, folder):
+    cmd = [sys.executable, os.path.abspath(__file__), "--memory-child", str(n)]
+    cmd += ["--memory-way", way, "--memory-folder", folder]
+    if way == "call":
+        cmd += ["--explainer-kwargs", args.explainer_kwargs]
+    cmd += ["--fit-iter", str(args.fit_iter)]
+    cmd += ["--memory-cap-gb", str(args.memory_cap_gb)]
+    env = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1")
+    done = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    lines = done.stdout.strip().splitlines()
+    if done.returncode or not lines:
+        last = (done.stderr.strip().splitlines() or [""])[-1]
+        return {"error": f"exit code {done.returncode}: {last}"}
+    return json.loads(lines[-1])
+
+
 def repr_row(row):
     return [repr(float(v)) for v in row]
 
 
 def section_memory(memory_rows, args, checks):
+    import tempfile
+
     out = []
     ways = [("call", n) for n in memory_rows] + [("cli", n) for n in memory_rows]
     for way, n in ways:
-        cmd = [sys.executable, os.path.abspath(__file__), "--memory-child", str(n)]
-        cmd += ["--memory-way", way]
-        if way == "call":
-            cmd += ["--explainer-kwargs", args.explainer_kwargs]
-        cmd += ["--fit-iter", str(args.fit_iter)]
-        cmd += ["--memory-cap-gb", str(args.memory_cap_gb)]
-        env = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1")
-        done = subprocess.run(cmd, capture_output=True, text=True, env=env)
-        lines = done.stdout.strip().splitlines()
-        if done.returncode or not lines:
-            last = (done.stderr.strip().splitlines() or [""])[-1]
-            result = {"error": f"exit code {done.returncode}: {last}"}
-        else:
-            result = json.loads(lines[-1])
+        with tempfile.TemporaryDirectory() as folder:
+            steps = ["files", way] if way == "cli" else [way]
+            for step in steps:
+                result = run_memory_child(step, n, args, folder)
         how = "explain(X)" if way == "call" else "plm-explain, CSV out"
         out.append(result | {"requested rows": n, "how": how})
     peaks = [r.get("peak MB", np.nan) for r in out]
@@ -658,6 +676,7 @@ def parse_args(argv=None):
     parser.add_argument("--slime-kwargs", default="{}", help="JSON")
     parser.add_argument("--memory-child", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--memory-way", default="call", help=argparse.SUPPRESS)
+    parser.add_argument("--memory-folder", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.rows is not None and len(args.rows) != len(args.widths):
         parser.error("--rows needs one count per width")
@@ -681,6 +700,7 @@ def main():
             args.fit_iter,
             args.memory_cap_gb,
             args.memory_way,
+            args.memory_folder,
         )
         return
     blas = limit_blas(1)  # noqa: F841 - keeps the limit for the run
