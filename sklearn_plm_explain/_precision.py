@@ -172,6 +172,32 @@ class PrecisionEvidence:
         for i in np.flatnonzero(~fast):
             self.update(i, self.R0[i : i + 1])
 
+    def add_repeats_of(self, rows, parts, L_of, floors):
+        """:meth:`add_repeats` for several rows: the usual case, a first
+        repeat of a deterministic row matching its first answer to within
+        rounding, is decided for all such rows in one pass."""
+        first = [
+            k
+            for k, (i, R) in enumerate(zip(rows, parts))
+            if self.deterministic[i] and not self.repeats[i] and len(R) == 1
+        ]
+        done = np.zeros(len(rows), dtype=bool)
+        if first:
+            idx = np.asarray(rows, dtype=np.intp)[first]
+            R = np.concatenate([np.asarray(parts[k], dtype=np.float64) for k in first])
+            with np.errstate(invalid="ignore", divide="ignore"):
+                L0, L1 = L_of(self.R0[idx]), L_of(R)
+                floor = np.asarray(floors, dtype=np.float64)[first]
+                close = np.abs(L1 - L0) <= floor.reshape(len(first), -1)
+            ok = np.isfinite(L0).all(axis=1) & np.isfinite(L1).all(axis=1)
+            done[first] = ok & close.all(axis=1)
+        for k, (i, R) in enumerate(zip(rows, parts)):
+            if done[k]:
+                self.update(i, R)
+                self.repeats[i].extend(np.asarray(R, dtype=np.float64))
+            else:
+                self.add_repeats(i, R, L_of, floors[k])
+
     def add_repeats(self, i, R, L_of, floor):
         """Responses at row ``i`` itself, sent again in a later call.
 
@@ -239,15 +265,20 @@ class PrecisionEvidence:
         if not isinstance(self.stated, str):
             return np.full(rows.size, float(self.stated)), ~self.wide[rows]
         for j, i in enumerate(rows):
-            k = np.flatnonzero(self.decimal[i])
-            if k.size:
-                q[j] = 10.0 ** -(k[0] + 1)
-                continue
-            if not self.wide[i]:
-                k = np.flatnonzero(self.decimal32[i])
-                if k.size:
-                    q[j], f32[j] = 10.0 ** -(k[0] + 1), True
+            q[j], f32[j] = self._decimal_quantum(i)
         return q, f32
+
+    def _decimal_quantum(self, i):
+        """Row ``i``'s decimal quantum (0 if none) and whether its values are
+        the float32 nearest to its multiples (``stated="auto"``)."""
+        k = np.flatnonzero(self.decimal[i])
+        if k.size:
+            return 10.0 ** -(k[0] + 1), False
+        if not self.wide[i]:
+            k = np.flatnonzero(self.decimal32[i])
+            if k.size:
+                return 10.0 ** -(k[0] + 1), True
+        return 0.0, False
 
     def model(self, rows):
         """The noise model of ``rows``, as a :class:`NoiseModel`."""
@@ -264,13 +295,24 @@ class PrecisionEvidence:
         )
 
     def signature(self, i):
-        """A value that changes whenever row ``i``'s noise model does."""
-        m = self.model([i])
-        return (
-            int(m.bits[0]),
-            float(m.quantum[0]),
-            bool(m.deterministic[0]),
-        )
+        """A value that changes whenever row ``i``'s noise model does: its
+        bits, quantum and determinism, as :meth:`model` reads them (without
+        building one; the search asks for it at every attempt)."""
+        if self.stated == "float64":
+            bits = 53
+        elif self.stated == "float32":
+            bits = 24
+        elif self.wide[i]:
+            bits = 53
+        else:
+            bits = int(min(max(self.max_bits[i], _MIN_BITS), 24))
+        if isinstance(self.stated, str) and self.stated != "auto":
+            q = 0.0
+        elif not isinstance(self.stated, str):
+            q = float(self.stated)
+        else:
+            q = float(self._decimal_quantum(i)[0])
+        return bits, q, bool(self.deterministic[i])
 
     def label(self, rows):
         """Per-row description: "float64", "float32", "1e-06", "noisy"...

@@ -402,9 +402,8 @@ class LocalModelSearch:
         model = state.prec.model(rows)
         P0 = state.R0[rows, None, :] if self.config.kind == "proba" else None
         floor = model.rounding_tau(state.L0[rows, None, :], P0)[:, 0]
-        for i, resp, f in zip(rows, parts, floor):
-            state.repeated[i] = True
-            state.prec.add_repeats(i, resp, self._centred_log, f)
+        state.repeated[rows] = True
+        state.prec.add_repeats_of(rows, parts, self._centred_log, floor)
 
     def _confirm(self, confirm, rows, points, parts):
         if rows.size == 0:
