@@ -253,6 +253,30 @@ def _one_step(stats, Z, sw, yw, beta, prev, j1, b, alpha, tie_margin, corr=None)
     return z_obs, needed
 
 
+# Values per model call while samples grow (16 MiB of points).
+_APPEND_VALUES = 2**21
+
+
+def _pieces(rows, sizes, limit, block):
+    """The growing rows' new points in model calls of at most ``limit``
+    points: ``[[(row, m), ...], ...]``, a row's share split into chunks of
+    whole ``block`` s (the last one excepted), in order."""
+    chunk = max(block, limit // block * block)
+    pieces, cur, room = [], [], limit
+    for i, m in zip(rows, sizes):
+        while m > 0:
+            take = min(m, chunk)
+            if cur and take > room:
+                pieces.append(cur)
+                cur, room = [], limit
+            cur.append((i, take))
+            m -= take
+            room -= take
+    if cur:
+        pieces.append(cur)
+    return pieces
+
+
 class StableLIMEExplainer(_BaseLime):
     """S-LIME: LIME with a sample size chosen by a hypothesis test.
 
@@ -591,24 +615,41 @@ n_outputs_, n_features_in_, feature_names_in_
         return self.n_max
 
     def _append(self, ctx, bb, grow, extra_sizes, samples):
-        """Draw the extra points of the growing rows and query them in one go.
+        """Draw the extra points of the growing rows and query them.
 
         Each row continues its own random stream, so the final neighbourhood
-        of a row is the same whatever the other rows of the batch do.
+        of a row is the same whatever the other rows of the batch do. The
+        points go to the model in calls of at most ``_APPEND_VALUES`` values
+        (a row's share split at whole sampling blocks, which keeps its
+        stream): the allocator reuses arrays of that size, while larger ones
+        are mapped afresh, and first writes to fresh memory cost, on some
+        virtual machines, as much as the model's own forward pass.
         """
         Zs, Ws, Ys = samples
-        ends = [Zs[i].shape[0] + m for i, m in zip(grow, extra_sizes)]
-        out = [Zs[i].base[Zs[i].shape[0] : e] for i, e in zip(grow, ends)]
-        newZ, Q, sizes = draw_neighbourhoods(
-            self.space_, ctx, extra_sizes, first=False, rows=grow, out=out
-        )
-        newY = query_group(
-            bb, self.space_, ctx, Q, sizes, first=False, row_ids=ctx.rows[grow]
-        )
-        for i, end, z, y in zip(grow, ends, newZ, newY):
+        space = self.space_
+        starts = [Zs[i].shape[0] for i in grow]
+        pos = dict(zip(grow, starts))
+        new = {i: [] for i in grow}
+        limit = max(1, _APPEND_VALUES // space.d)
+        for piece in _pieces(grow, extra_sizes, limit, space.block_rows()):
+            rows = [i for i, _ in piece]
+            out = []
+            for i, m in piece:
+                out.append(Zs[i].base[pos[i] : pos[i] + m])
+                pos[i] += m
+            _, Q, sizes = draw_neighbourhoods(
+                space, ctx, [m for _, m in piece], first=False, rows=rows, out=out
+            )
+            Y = query_group(
+                bb, space, ctx, Q, sizes, first=False, row_ids=ctx.rows[rows]
+            )
+            for i, y in zip(rows, Y):
+                new[i].append(y)
+        for i, start in zip(grow, starts):
             # The new points were drawn after the row's own in its buffer.
-            Zs[i] = Zs[i].base[:end]
-            Ys[i] = np.vstack([Ys[i], y])
+            z = Zs[i].base[start : pos[i]]
+            Zs[i] = Zs[i].base[: pos[i]]
+            Ys[i] = np.vstack([Ys[i], *new[i]])
             if self.kernel is None:
                 # lime's kernel weighs each point on its own: only the new
                 # points need their distances.

@@ -515,6 +515,61 @@ def test_quasi_random_rows_are_stratified_and_differ():
     assert_array_equal(seen[0][1:], Q[1])
 
 
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+@pytest.mark.parametrize("sampling", ["random", "qmc"])
+def test_growth_in_small_model_calls_keeps_every_rows_sample(monkeypatch, sampling):
+    """Grown samples go to the model in calls of bounded size, a row's share
+    split at whole sampling blocks: each row's neighbourhood, and so its
+    result, is the one drawn in a single call (continuous and categorical
+    columns, whose draws interleave block by block)."""
+    import sklearn_plm_explain._stable_lime as sl
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(300, 4))
+    X[:, 3] = rng.integers(0, 3, size=300)
+    calls = []
+
+    def model(Q):
+        calls.append(len(Q))
+        Q = np.asarray(Q, dtype=float)
+        return _smooth(Q) + 0.3 * Q[:, 3]
+
+    kw = {"num_features": 3, "num_samples": 200, "n_max": 4000, "random_state": 0}
+    slime = StableLIMEExplainer(
+        model,
+        mode="regression",
+        discretize_continuous=False,
+        categorical_features=[3],
+        sampling=sampling,
+        **kw,
+    ).fit(X)
+    whole = slime.explain(X[:4])
+    assert max(calls) > 700 and whole.n_rounds.max() > 1
+    calls.clear()
+    # 700 values, 175 points of 4 columns, are less than a sampling block
+    # (512 rows here): every call carries one block of one row (or less).
+    assert slime.space_.block_rows() == 512
+    monkeypatch.setattr(sl, "_APPEND_VALUES", 700)
+    split = slime.explain(X[:4])
+    assert max(calls[1:]) <= 512 < max(calls)  # the first round is one call
+    assert_array_equal(split.n_samples, whole.n_samples)
+    np.testing.assert_allclose(split.values, whole.values, rtol=1e-12, atol=1e-12)
+
+
+def test_pieces_cover_each_rows_share_in_order():
+    from sklearn_plm_explain._stable_lime import _pieces
+
+    rows, sizes = [3, 5, 8], [1000, 10, 130]
+    pieces = _pieces(rows, sizes, limit=300, block=64)
+    for piece in pieces:
+        assert sum(m for _, m in piece) <= 300
+        assert len({i for i, _ in piece}) == len(piece)
+    for i, m in zip(rows, sizes):
+        chunks = [c for piece in pieces for r, c in piece if r == i]
+        assert sum(chunks) == m
+        assert all(c % 64 == 0 for c in chunks[:-1])
+
+
 def test_quasi_random_sample_grows_by_continuing_its_sequence():
     X = _train(4)
     model = Counting(_smooth)

@@ -78,9 +78,11 @@ from sklearn_plm_explain._validation import unfitted_on_error
 
 # Query points sent to the model per group of rows when ``batch_size`` is None.
 _DEFAULT_POINTS_PER_GROUP = 2**15
-# ... and at most this many values (32 MB): at d = 784, groups of 32768 points
-# spent more time writing fresh memory (ours and the model's) than computing.
-_DEFAULT_VALUES_PER_GROUP = 2**22
+# ... and at most this many values (16 MiB): at d = 784, groups of 32768
+# points spent more time writing fresh memory (ours and the model's) than
+# computing; arrays under the allocator's 32 MiB limit are reused, larger ones
+# are mapped afresh on every call.
+_DEFAULT_VALUES_PER_GROUP = 2**21
 
 
 class _BaseLime(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):

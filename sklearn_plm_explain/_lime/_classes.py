@@ -80,8 +80,8 @@ class LimeTabularExplainer(_BaseLime):
     batch_size : int, default=None
         Largest number of points sent to the model in one call; rows are
         grouped so that one call carries about this many points. ``None``
-        groups up to 32768 points per call (fewer above 128 features: at most
-        about 4 million values, 32 MB, per call).
+        groups up to 32768 points per call (fewer above 64 features: at most
+        about 2 million values, 16 MiB, per call).
     n_jobs : int, default=None
         Chunks of rows explained in parallel. ``None`` means 1 unless in a
         :obj:`joblib.parallel_config` context; ``-1`` uses all processors.

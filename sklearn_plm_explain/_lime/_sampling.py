@@ -200,10 +200,15 @@ class _TabularSpace:
         column order. Rows are drawn in blocks whose temporaries stay in
         cache; the stream of draws does not depend on ``m``'s split.
         """
-        block = min(_SAMPLE_BLOCK, max(16, _SAMPLE_BLOCK_VALUES // max(self.d, 1)))
+        block = self.block_rows()
         for start in range(0, Z.shape[0], block):
             stop = start + block
             self._sample_block(rng, x_cont, x_flat, Z[start:stop], Q[start:stop])
+
+    def block_rows(self):
+        """Rows drawn per block: a row's draws split at multiples of this are
+        the same stream as drawn at once."""
+        return min(_SAMPLE_BLOCK, max(16, _SAMPLE_BLOCK_VALUES // max(self.d, 1)))
 
     def _sample_block(self, rng, x_cont, x_flat, Z, Q):
         m = Z.shape[0]
