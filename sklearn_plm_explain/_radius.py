@@ -275,12 +275,18 @@ class RadiusSearch:
         ratio = last.rel_error / self.rtol
         if not 1.0 < ratio <= NEAR_MISS or self.n_witnesses >= self.n_more:
             return False
+        self._add_points(last.rel_error)
+        return True
+
+    def _add_points(self, rel_error):
+        """Plan more points in the current cube: those that bring a bound of
+        ``rel_error`` a margin below ``rtol`` if it falls like 1 / sqrt(m)
+        (at least 8, at most up to ``n_more``)."""
         m = self.n_features + self.n_witnesses
-        extra = int(np.ceil(self._points_for_rtol(last))) - m
-        extra = int(np.clip(extra, 8, self.n_more - self.n_witnesses))
+        want = m * (TOP_UP_MARGIN * rel_error / self.rtol) ** 2
+        extra = int(np.clip(np.ceil(want) - m, 8, self.n_more - self.n_witnesses))
         self.n_witnesses += extra
         self.n_new, self.keep = extra, True
-        return True
 
     def _top_up(self, last, r_lo):
         """Boxed in at the largest consistent cube, which was the last one:
@@ -297,11 +303,7 @@ class RadiusSearch:
             return False
         if self._hopeless(r_lo, 2.0 * r_lo):
             return False
-        m = self.n_features + self.n_witnesses
-        want = m * (TOP_UP_MARGIN * last.rel_error / self.rtol) ** 2
-        extra = int(np.clip(np.ceil(want) - m, 8, self.n_more - self.n_witnesses))
-        self.n_witnesses += extra
-        self.n_new, self.keep = extra, True
+        self._add_points(last.rel_error)
         return True
 
     def kink_radius(self):
