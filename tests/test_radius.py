@@ -224,13 +224,10 @@ def test_search_near_a_boundary_respects_max_iter(relu_net):
     assert e.n_iter.max() <= 6
 
 
-def test_a_radius_that_showed_a_kink_never_certifies():
-    # The cubes of a row are nested: once a cube of radius r showed a kink
-    # (here the same cube, grown by more points), every cube of radius >= r
-    # contains it. One that passes there missed the kink with its random
-    # points: it may not certify the row, and the search looks below r.
-    search = RadiusSearch(
-        radius=2e-4,
+def _wide_search(radius):
+    """The search of a row at d = 64: 65 unknowns, 5 witnesses, up to 260."""
+    return RadiusSearch(
+        radius=radius,
         min_radius=1e-9,
         max_radius=1.0,
         rtol=1e-8,
@@ -238,6 +235,14 @@ def test_a_radius_that_showed_a_kink_never_certifies():
         n_witnesses=5,
         n_more=260,
     )
+
+
+def test_a_radius_that_showed_a_kink_never_certifies():
+    # The cubes of a row are nested: once a cube of radius r showed a kink
+    # (here the same cube, grown by more points), every cube of radius >= r
+    # contains it. One that passes there missed the kink with its random
+    # points: it may not certify the row, and the search looks below r.
+    search = _wide_search(2e-4)
     search.record(Attempt(2e-4, np.array([1e8]), 0.5, False, dof=5))
     search.record(Attempt(1e-5, np.array([0.1]), 3e-8, False, dof=5))
     assert search.certifiable(1e-5) and search.certifiable(1e-4)
@@ -255,28 +260,12 @@ def test_a_bound_no_number_of_points_can_bring_to_rtol_stops_the_search():
     # Boxed in between a consistent cube at 1e-5 (bound 3e-8, set by the
     # noise floor: it falls like 1 / sqrt(points)) and a kink at 2e-5: even
     # n_more witnesses give about 3e-8 * sqrt(70 / 325) > rtol.
-    search = RadiusSearch(
-        radius=1e-5,
-        min_radius=1e-9,
-        max_radius=1.0,
-        rtol=1e-8,
-        n_features=65,
-        n_witnesses=5,
-        n_more=260,
-    )
+    search = _wide_search(1e-5)
     search.record(Attempt(2e-5, np.array([1e6]), 0.1, False, dof=5))
     search.record(Attempt(1e-5, np.array([0.1]), 3e-8, False, dof=5))
     assert search.next_radius() is None
     # Closer to rtol, the same cube gets the points it needs, not n_more.
-    search = RadiusSearch(
-        radius=1e-5,
-        min_radius=1e-9,
-        max_radius=1.0,
-        rtol=1e-8,
-        n_features=65,
-        n_witnesses=5,
-        n_more=260,
-    )
+    search = _wide_search(1e-5)
     search.record(Attempt(2e-5, np.array([1e6]), 0.1, False, dof=5))
     search.record(Attempt(1e-5, np.array([0.1]), 1.2e-8, False, dof=5))
     assert search.next_radius() == 1e-5
