@@ -187,15 +187,16 @@ class RadiusSearch:
             self.n_new = self.n_features + self.n_witnesses
             return want
         lo = self._floor_limited_at(r_lo)
-        if lo is not None and self._points_for_rtol(lo) > self.n_features + self.n_more:
-            # The bound at r_lo falls like 1 / sqrt(points) (the noise floor
-            # sets it): even n_more witnesses cannot bring it to rtol.
-            return None
+        if lo is not None:
+            m = self._points_for_rtol(self.n_features + lo.dof, lo.rel_error)
+            if m > self.n_features + self.n_more:
+                # The bound at r_lo falls like 1 / sqrt(points) (the noise
+                # floor sets it): even n_more witnesses cannot reach rtol.
+                return None
         if self._top_up(last, r_lo):
             return last.radius
         if lo is not None:
             # A fresh cube at r_lo with the points its bound asks for.
-            m = self._points_for_rtol(lo)
             self.n_witnesses = int(
                 np.clip(m - self.n_features, self.n_witnesses + 8, self.n_more)
             )
@@ -249,11 +250,11 @@ class RadiusSearch:
         self.n_new, self.keep = extra, True
         return True
 
-    def _points_for_rtol(self, att):
-        """Points a float64 cube like ``att`` needs for its bound to fall a
-        margin below ``rtol``, if the bound falls like 1 / sqrt(points)."""
-        m = self.n_features + att.dof
-        return m * (TOP_UP_MARGIN * att.rel_error / self.rtol) ** 2
+    def _points_for_rtol(self, m, rel_error):
+        """Points a float64 cube of ``m`` points with bound ``rel_error``
+        needs for its bound to fall a margin below ``rtol``, if the bound
+        falls like 1 / sqrt(points)."""
+        return m * (TOP_UP_MARGIN * rel_error / self.rtol) ** 2
 
     def _floor_limited_at(self, r_lo):
         """The best consistent float64 attempt at ``r_lo`` whose bound the
@@ -283,7 +284,7 @@ class RadiusSearch:
         ``rel_error`` a margin below ``rtol`` if it falls like 1 / sqrt(m)
         (at least 8, at most up to ``n_more``)."""
         m = self.n_features + self.n_witnesses
-        want = m * (TOP_UP_MARGIN * rel_error / self.rtol) ** 2
+        want = self._points_for_rtol(m, rel_error)
         extra = int(np.clip(np.ceil(want) - m, 8, self.n_more - self.n_witnesses))
         self.n_witnesses += extra
         self.n_new, self.keep = extra, True
