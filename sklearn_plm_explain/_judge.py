@@ -156,6 +156,14 @@ class CubeJudge:
         sigma = np.maximum(np.maximum(pooled, 1.0), learned)
         by_estimate = pooled >= np.maximum(1.0, learned)
         stat, wc = self._bound_parts(cubes, tau, se_x, sigma)
+        if model.correlated.any():
+            # Noise drawn once per call moves a whole cube together: its
+            # share of every slope's error, which no residual shows.
+            L0 = Y[:, 0, :]
+            if self.centre:
+                L0 = L0 - L0.mean(axis=1, keepdims=True)
+            call = model.call_error(L0)
+            wc = wc + call[:, None] * np.abs(slope).sum(axis=1)
         rel = relative_bound(stat, wc, slope, model.float64)
         return _Fits(
             slope=slope,
@@ -210,6 +218,7 @@ class CubeJudge:
         state, model, i = self.state, cubes.model, cubes.rows[j]
         search.coarse = bool(model.coarse[j])
         search.rounded = bool(model.quantum[j] > 0)
+        search.single_call = bool(model.correlated[j])
         candidate = Candidate(
             slope=fits.slope[j],
             intercept=fits.intercept[j],

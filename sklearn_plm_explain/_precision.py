@@ -54,6 +54,8 @@ N_REPEATS = 6
 # says, in its units: a residual that stays put as the cube shrinks is noise
 # only below this; above it, it is a kink.
 NOISE_CAP = 64.0
+# Level of the bound on a call's common error (see NoiseModel.call_error).
+_CALL_LEVEL = 1e-3
 
 _F32_TINY = float(np.finfo(np.float32).tiny)
 _F64_TINY = float(np.finfo(np.float64).tiny)
@@ -118,6 +120,12 @@ class PrecisionEvidence:
         self.deterministic = np.ones(n, dtype=bool)
         self.scatter = np.zeros(n)
         self.scatter_dof = np.zeros(n, dtype=np.intp)
+        # How many of each row's repeats came in each call, and whether its
+        # noise is common to a call (see _read_scatter).
+        self.calls = [[] for _ in range(n)]
+        self.correlated = np.zeros(n, dtype=bool)
+        self.call_scatter = np.zeros(n)
+        self.call_dof = np.zeros(n, dtype=np.intp)
 
     # -- evidence ------------------------------------------------------------------
     def update(self, i, R):
@@ -195,11 +203,12 @@ class PrecisionEvidence:
             if done[k]:
                 self.update(i, R)
                 self.repeats[i].extend(np.asarray(R, dtype=np.float64))
+                self.calls[i].append(len(R))
             else:
                 self.add_repeats(i, R, L_of, floors[k])
 
     def add_repeats(self, i, R, L_of, floor):
-        """Responses at row ``i`` itself, sent again in a later call.
+        """Responses at row ``i`` itself, all sent again in one later call.
 
         ``L_of`` maps responses to centred log values, ``floor`` is the
         rounding noise scale of the row's response. A service whose answers
@@ -208,10 +217,12 @@ class PrecisionEvidence:
         batch; that is rounding, already in the noise model). It is then
         assumed to be so everywhere: a service deterministic at the repeated
         points but noisy elsewhere is not detected. Otherwise the scatter is
-        measured from all the row's answers at that point.
+        measured from all the row's answers at that point (see
+        :meth:`_read_scatter`).
         """
         self.update(i, R)
         self.repeats[i].extend(np.asarray(R, dtype=np.float64))
+        self.calls[i].append(len(R))
         if self.deterministic[i] and np.all(np.asarray(R) == self.R0[i]):
             return
         samples = np.vstack([self.R0[i : i + 1], np.asarray(self.repeats[i])])
@@ -222,22 +233,55 @@ class PrecisionEvidence:
             if ok.all() and np.all(np.abs(L - L[0]) <= floor):
                 return
             self.deterministic[i] = False
-        L = L[ok]
+        self._read_scatter(i, L, ok)
+
+    def _read_scatter(self, i, L, ok):
+        """The scatter of row ``i``'s answers ``L`` at the row itself (the
+        first from the first call, the others grouped by call as they came).
+
+        Noise drawn afresh for every point shows as much within a call as
+        between calls. Noise drawn once per call (one factor for a whole
+        batch) does not show within a call at all: a cube's residuals, all of
+        one call, then hold none of it, and judged against the scatter
+        between calls they would hide a kink of that size. So once repeats
+        came in one call, a noisy row is read call by call (``correlated``,
+        whatever the mix of the two kinds): its per-point scatter is the one
+        within calls (what a cube's residuals may hold), and the scatter of
+        the calls' means, the error a whole cube shares, is kept apart
+        (``call_scatter``) for the bound.
+        """
+        call = np.repeat(np.arange(len(self.calls[i]) + 1), [1, *self.calls[i]])
+        L, call = L[ok], call[ok]
         if L.shape[0] < 2:
             self.scatter[i] = np.inf
             self.scatter_dof[i] = 0
             return
-        K = L.shape[1]
+        K = max(L.shape[1] - 1, 1)
         dev = L - L.mean(axis=0)
-        dof = (L.shape[0] - 1) * max(K - 1, 1)
-        self.scatter[i] = float(np.sqrt((dev**2).sum() / dof))
-        self.scatter_dof[i] = dof
+        self.scatter[i] = float(np.sqrt((dev**2).sum() / ((L.shape[0] - 1) * K)))
+        self.scatter_dof[i] = (L.shape[0] - 1) * K
+        ids, inverse, sizes = np.unique(call, return_inverse=True, return_counts=True)
+        means = np.zeros((ids.size, L.shape[1]))
+        np.add.at(means, inverse, L)
+        means /= sizes[:, None]
+        within = L - means[inverse]
+        dof_in = int((sizes - 1).sum()) * K
+        if dof_in == 0 or ids.size < 2:
+            return
+        s_in = float(np.sqrt((within**2).sum() / dof_in))
+        between = means - means.mean(axis=0)
+        s_call = float(np.sqrt((between**2).sum() / ((ids.size - 1) * K)))
+        self.correlated[i] = True
+        self.scatter[i], self.scatter_dof[i] = s_in, dof_in
+        self.call_scatter[i], self.call_dof[i] = s_call, (ids.size - 1) * K
 
     def needs_repeats(self, i):
         """How many more repeats of row ``i`` the next round should send."""
         if self.deterministic[i]:
             return 0
-        return max(0, N_REPEATS - len(self.repeats[i]))
+        # A row whose noise is common to a call also sends itself with every
+        # cube: the cube's own origin (see NoiseModel.correlated).
+        return max(int(self.correlated[i]), N_REPEATS - len(self.repeats[i]))
 
     # -- the model -----------------------------------------------------------------
     def bits(self, rows):
@@ -292,6 +336,8 @@ class PrecisionEvidence:
             scatter=self.scatter[rows].copy(),
             scatter_dof=self.scatter_dof[rows].copy(),
             deterministic=self.deterministic[rows].copy(),
+            call_scatter=self.call_scatter[rows].copy(),
+            call_dof=self.call_dof[rows].copy(),
         )
 
     def signature(self, i):
@@ -312,7 +358,7 @@ class PrecisionEvidence:
             q = float(self.stated)
         else:
             q = float(self._decimal_quantum(i)[0])
-        return bits, q, bool(self.deterministic[i])
+        return bits, q, bool(self.deterministic[i]), bool(self.correlated[i])
 
     def label(self, rows):
         """Per-row description: "float64", "float32", "1e-06", "noisy"...
@@ -343,13 +389,28 @@ class PrecisionEvidence:
 class NoiseModel:
     """Noise model of a group of rows (arrays over the rows)."""
 
-    def __init__(self, bits, quantum, quantum_f32, scatter, scatter_dof, deterministic):
+    def __init__(
+        self,
+        bits,
+        quantum,
+        quantum_f32,
+        scatter,
+        scatter_dof,
+        deterministic,
+        call_scatter=None,
+        call_dof=None,
+    ):
         self.bits = np.asarray(bits)
         self.quantum = np.asarray(quantum, dtype=np.float64)
         self.quantum_f32 = np.asarray(quantum_f32, dtype=bool)
         self.scatter = np.asarray(scatter, dtype=np.float64)
         self.scatter_dof = np.asarray(scatter_dof)
         self.deterministic = np.asarray(deterministic, dtype=bool)
+        # Scatter between calls of a row whose noise is common to a call (0
+        # for the others): the error every point of one cube shares.
+        zeros = np.zeros(self.bits.shape)
+        self.call_scatter = zeros if call_scatter is None else np.asarray(call_scatter)
+        self.call_dof = zeros if call_dof is None else np.asarray(call_dof)
         self.eps = 2.0 ** (1 - self.bits.astype(np.float64))
 
     def __len__(self):
@@ -363,6 +424,8 @@ class NoiseModel:
             self.scatter[j],
             self.scatter_dof[j],
             self.deterministic[j],
+            self.call_scatter[j],
+            self.call_dof[j],
         )
 
     @property
@@ -373,6 +436,38 @@ class NoiseModel:
     @property
     def coarse(self):
         return ~self.float64
+
+    @property
+    def correlated(self):
+        """Noisy rows read call by call: their cubes, each sent in one call
+        with the row itself as its origin, are judged against the scatter
+        within a call; the scatter between calls bounds apart the error the
+        whole cube shares (see :meth:`call_error`)."""
+        return self.call_dof > 0
+
+    def call_error(self, L0):
+        """Upper confidence bound (n,) on the relative error a call's common
+        noise gives every slope of a correlated row, 0 for the others.
+
+        Noise drawn once per call moves the responses of a whole cube
+        together: read as a factor ``1 + e`` on the centred log values ``L0``
+        at the row (a service's jitter of its logits, say), it scales every
+        slope by it, and its relative size is the scatter between calls over
+        the values' RMS. An additive shift per call moves no slope, so the
+        bound is conservative for it.
+        """
+        L0 = np.asarray(L0, dtype=np.float64)
+        rms = np.sqrt(np.mean(L0**2, axis=-1))
+        ucb = np.array(
+            [
+                s * noise_inflation(int(k)) if k > 0 else 0.0
+                for s, k in zip(self.call_scatter, self.call_dof)
+            ]
+        )
+        z = stats.norm.isf(_CALL_LEVEL / 2.0)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            rel = np.where(ucb > 0, z * ucb / rms, 0.0)
+        return np.where(np.isnan(rel), np.inf, rel)
 
     @property
     def sharp(self):

@@ -99,6 +99,10 @@ class RadiusSearch:
         self.coarse = coarse
         # Responses rounded to a decimal quantum (see _learn_noise).
         self.rounded = False
+        # Noise drawn once per call: a cube must come from one call (its
+        # residuals are judged against the scatter within a call), so it is
+        # never topped up by a later one.
+        self.single_call = False
         # Plan of the next attempt: how many new points, and whether they
         # join the previous cube (same radius) or start a new one.
         self.n_new = n_features + n_witnesses
@@ -243,7 +247,7 @@ class RadiusSearch:
         # the slopes' standard errors.
         near = last.rel_error <= AUGMENT_RANGE * self.rtol
         useful = last.estimate_limited and self.n_witnesses < self.n_more
-        if self._excess(last) or not near or not useful:
+        if self._excess(last) or not near or not useful or self.single_call:
             return False
         extra = max(8, self.n_witnesses)
         self.n_witnesses += extra

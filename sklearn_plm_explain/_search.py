@@ -356,6 +356,7 @@ class LocalModelSearch:
         n_queries[c_rows] += 2 * N_PAIRS
         np.add.at(n_queries, r_rows, np.asarray(r_counts, dtype=np.intp))
         parts = np.split(R, ends[:-1])
+        state.call_centre = {}
         if r_rows.size:
             self._add_repeats(r_rows, parts[n_fit:])
         self._attempt(searches, rows, draws, parts, steps)
@@ -404,6 +405,9 @@ class LocalModelSearch:
         floor = model.rounding_tau(state.L0[rows, None, :], P0)[:, 0]
         state.repeated[rows] = True
         state.prec.add_repeats_of(rows, parts, self._centred_log, floor)
+        for i, R in zip(rows, parts):
+            if state.prec.correlated[i]:
+                state.call_centre[i] = np.asarray(R[0], dtype=np.float64)
 
     def _confirm(self, confirm, rows, points, parts):
         if rows.size == 0:
@@ -493,10 +497,20 @@ class LocalModelSearch:
         # pseudo-inverse, are factorised.
         n_orth = np.array([searches[i].n_orthogonal for i in rows], dtype=np.intp)
         n_orth[~model.float64] = 0
-        Y = np.concatenate([state.L0[rows, None, :], L], axis=1)
+        R0 = state.R0[rows]
+        L0 = state.L0[rows]
+        # A row whose noise is common to a call takes its origin from the
+        # cube's own call: the first answer at the row, from another call,
+        # would differ from the cube by that call's draw.
+        own = [j for j, i in enumerate(rows) if model.correlated[j]]
+        if own:
+            R0, L0 = R0.copy(), L0.copy()
+            R0[own] = [state.call_centre[rows[j]] for j in own]
+            L0[own] = self._to_log(R0[own], model.tiny[own])[0]
+        Y = np.concatenate([L0[:, None, :], L], axis=1)
         P = None
         if self.config.kind == "proba":
-            P = np.concatenate([state.R0[rows, None, :], R], axis=1)
+            P = np.concatenate([R0[:, None, :], R], axis=1)
         return Cubes(
             rows=rows,
             A=A,

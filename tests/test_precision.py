@@ -390,6 +390,59 @@ def test_jittered_services_are_never_wrongly_exact(per_call, size):
         assert set(e.response_precision[searched]) == {"noisy"}
 
 
+def test_noise_drawn_once_per_call_does_not_hide_a_kink():
+    # Noise drawn once per call (one factor on the logits of a whole batch)
+    # is absent from a cube's residuals, all of one call. Judged against the
+    # scatter between calls, a cube 38 % of whose volume lay beyond a
+    # boundary passed the residual test, and its first row was certified
+    # with an error 1.07 times its bound.
+    mlp, X, _ = _random_relu_mlp(1001, 26, 4, 2)
+    rows = X[[179, 268, 113, 231, 106]]
+    e = _explain(jittered(mlp, 1e-3, 1, per_call=True), X, rows)
+    certified = _check_honest(e, _errors(e, mlp, rows))
+    assert certified[0]
+
+
+def test_repeats_tell_noise_per_call_from_noise_per_point():
+    rng = np.random.default_rng(0)
+    L0 = np.log(rng.dirichlet(np.ones(4), size=1))
+
+    def evidence(per_call):
+        ev = PrecisionEvidence(1)
+        P0 = np.exp(L0) / np.exp(L0).sum()
+        ev.set_origins(P0)
+        for n in (1, 5, 1):  # repeats in three later calls
+            shape = (1, 1) if per_call else (n, 4)
+            L = L0 * (1 + 1e-3 * rng.standard_normal(shape)) * np.ones((n, 4))
+            P = np.exp(L) / np.exp(L).sum(axis=1, keepdims=True)
+            ev.add_repeats(0, P, _centred_log, floor=1e-15)
+        return ev, ev.model([0])
+
+    # Read call by call either way: a cube's residuals are judged against
+    # the scatter within its call, the calls' common error bounded apart.
+    per_call, m_call = evidence(per_call=True)
+    per_point, m_point = evidence(per_call=False)
+    for ev, m in [(per_call, m_call), (per_point, m_point)]:
+        assert ev.correlated[0] and m.correlated[0]
+        assert m.call_dof[0] == 3 * 3  # four calls, four classes
+        assert ev.needs_repeats(0) == 1  # every later cube brings its own origin
+    # Noise drawn once per call: none within a call, all of it shared.
+    assert m_call.scatter[0] < 1e-12 < m_call.call_scatter[0]
+    # Noise drawn per point: within a call as between calls.
+    assert m_point.scatter[0] == pytest.approx(m_call.call_scatter[0], rel=1.0)
+    L0c = L0 - L0.mean()
+    assert 0 < m_call.call_error(L0c)[0] < np.inf
+    # A deterministic row has no common error.
+    ev = PrecisionEvidence(1)
+    ev.set_origins(np.exp(L0) / np.exp(L0).sum())
+    assert ev.model([0]).call_error(L0c)[0] == 0.0
+
+
+def _centred_log(P):
+    L = np.log(P)
+    return L - L.mean(axis=1, keepdims=True)
+
+
 def test_a_service_deterministic_at_repeats_but_noisy_elsewhere():
     # Out of scope for the repeat queries (they see a deterministic service),
     # but the noise still shows in every cube's residuals: never certified
