@@ -198,7 +198,7 @@ class CubeJudge:
             point, ucb = model.scatter_floor()
             with np.errstate(divide="ignore", invalid="ignore"):
                 ratio = np.where(point > 0, ucb / point, np.where(ucb > 0, np.inf, 1.0))
-            level = np.maximum(sigma, ratio)
+            level = np.maximum(sigma, ratio) * _between_calls(model, tau)
             upper = statistical_abs(level[:, None], se_x, n_columns=K) * np.ones(K)
             stat = np.where(coarse[:, None], upper, stat)
         wc = np.zeros_like(stat)
@@ -343,6 +343,27 @@ class CubeJudge:
         with_grid = model.rounding_tau(L0, state.R0[i][None, None, :])[0, 0]
         relative = model.rounding_tau(L0, None)[0, 0]
         return with_grid > _ABSOLUTE_DOMINANCE * relative
+
+
+def _between_calls(model, tau):
+    """Factor (n,) by which the noise between calls exceeds the noise within
+    one, for rows read call by call (1 for the others).
+
+    Their residual test is against the scatter within a call, but the bound
+    keeps the level of the scatter between calls (its upper confidence
+    bound): noise drawn once per call may move each class's slope by a
+    draw of its own, which the row's own answers do not show.
+    """
+    ucb = np.array(
+        [
+            s * noise_inflation(int(k)) if k > 0 else 0.0
+            for s, k in zip(model.call_scatter, model.call_dof)
+        ]
+    )
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = np.sqrt(tau**2 + ucb[:, None] ** 2) / tau
+    ratio = np.where(np.isfinite(ratio), ratio, 1.0).max(axis=1)
+    return np.where(model.correlated, np.maximum(ratio, 1.0), 1.0)
 
 
 def relative_bound(stat, wc, slope, float64):
