@@ -68,8 +68,8 @@ class ChunkState:
         self.cubes = {}
         self.candidates = [[] for _ in range(n)]
         self.repeated = np.zeros(n, dtype=bool)
-        # This round's answer at the row itself, for the rows whose noise is
-        # common to a call: the origin of their cube (one call, one draw).
+        # This round's answer at the row itself, for the noisy rows read call
+        # by call: the origin of their cube (one call, one draw).
         self.call_centre = {}
 
     def owners(self, local_rows):

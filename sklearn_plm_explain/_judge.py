@@ -157,8 +157,8 @@ class CubeJudge:
         by_estimate = pooled >= np.maximum(1.0, learned)
         stat, wc = self._bound_parts(cubes, tau, se_x, sigma)
         if model.correlated.any():
-            # Noise drawn once per call moves a whole cube together: its
-            # share of every slope's error, which no residual shows.
+            # Rows read call by call: the error a whole cube shares, which
+            # no residual shows.
             L0 = Y[:, 0, :]
             if self.centre:
                 L0 = L0 - L0.mean(axis=1, keepdims=True)
@@ -354,12 +354,7 @@ def _between_calls(model, tau):
     bound): noise drawn once per call may move each class's slope by a
     draw of its own, which the row's own answers do not show.
     """
-    ucb = np.array(
-        [
-            s * noise_inflation(int(k)) if k > 0 else 0.0
-            for s, k in zip(model.call_scatter, model.call_dof)
-        ]
-    )
+    ucb = model.call_scatter_ucb()
     with np.errstate(divide="ignore", invalid="ignore"):
         ratio = np.sqrt(tau**2 + ucb[:, None] ** 2) / tau
     ratio = np.where(np.isfinite(ratio), ratio, 1.0).max(axis=1)

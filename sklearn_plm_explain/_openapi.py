@@ -204,9 +204,10 @@ class OpenAPIExplainer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         repeats when the row is sent again in a later call (one more query;
         a non-deterministic service is ``"noisy"``: its scatter within a
         call and between calls, measured by a few more repeats, joins the
-        noise model, and each later cube brings the row itself again). ``"float64"`` or ``"float32"`` state the
-        binary precision; a float states the quantum the responses are
-        rounded to (e.g. ``1e-6``). Determinism is checked in every case.
+        noise model, and each later cube brings the row itself again).
+        ``"float64"`` or ``"float32"`` state the binary precision; a float
+        states the quantum the responses are rounded to (e.g. ``1e-6``).
+        Determinism is checked in every case.
         ``Explanation.response_precision`` records what each row was read as.
     uncertified : {"keep", "nan", "raise"}, default="keep"
         What :meth:`transform` does with rows it could not certify (status

@@ -120,8 +120,8 @@ class PrecisionEvidence:
         self.deterministic = np.ones(n, dtype=bool)
         self.scatter = np.zeros(n)
         self.scatter_dof = np.zeros(n, dtype=np.intp)
-        # How many of each row's repeats came in each call, and whether its
-        # noise is common to a call (see _read_scatter).
+        # How many of each row's repeats came in each call, and whether it is
+        # read call by call (see _read_scatter).
         self.calls = [[] for _ in range(n)]
         self.correlated = np.zeros(n, dtype=bool)
         self.call_scatter = np.zeros(n)
@@ -279,8 +279,8 @@ class PrecisionEvidence:
         """How many more repeats of row ``i`` the next round should send."""
         if self.deterministic[i]:
             return 0
-        # A row whose noise is common to a call also sends itself with every
-        # cube: the cube's own origin (see NoiseModel.correlated).
+        # A row read call by call also sends itself with every cube: the
+        # cube's own origin (see NoiseModel.correlated).
         return max(int(self.correlated[i]), N_REPEATS - len(self.repeats[i]))
 
     # -- the model -----------------------------------------------------------------
@@ -406,8 +406,8 @@ class NoiseModel:
         self.scatter = np.asarray(scatter, dtype=np.float64)
         self.scatter_dof = np.asarray(scatter_dof)
         self.deterministic = np.asarray(deterministic, dtype=bool)
-        # Scatter between calls of a row whose noise is common to a call (0
-        # for the others): the error every point of one cube shares.
+        # Scatter between calls of a noisy row read call by call (0 for the
+        # others): the error every point of one cube shares.
         zeros = np.zeros(self.bits.shape)
         self.call_scatter = zeros if call_scatter is None else np.asarray(call_scatter)
         self.call_dof = zeros if call_dof is None else np.asarray(call_dof)
@@ -445,6 +445,16 @@ class NoiseModel:
         whole cube shares (see :meth:`call_error`)."""
         return self.call_dof > 0
 
+    def call_scatter_ucb(self):
+        """Upper confidence bound (n,) of the scatter between calls (0 for
+        rows not read call by call)."""
+        return np.array(
+            [
+                s * noise_inflation(int(k)) if k > 0 else 0.0
+                for s, k in zip(self.call_scatter, self.call_dof)
+            ]
+        )
+
     def call_error(self, L0):
         """Upper confidence bound (n,) on the relative error a call's common
         noise gives every slope of a correlated row, 0 for the others.
@@ -458,12 +468,7 @@ class NoiseModel:
         """
         L0 = np.asarray(L0, dtype=np.float64)
         rms = np.sqrt(np.mean(L0**2, axis=-1))
-        ucb = np.array(
-            [
-                s * noise_inflation(int(k)) if k > 0 else 0.0
-                for s, k in zip(self.call_scatter, self.call_dof)
-            ]
-        )
+        ucb = self.call_scatter_ucb()
         z = stats.norm.isf(_CALL_LEVEL / 2.0)
         with np.errstate(divide="ignore", invalid="ignore"):
             rel = np.where(ucb > 0, z * ucb / rms, 0.0)

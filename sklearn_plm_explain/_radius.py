@@ -99,7 +99,7 @@ class RadiusSearch:
         self.coarse = coarse
         # Responses rounded to a decimal quantum (see _learn_noise).
         self.rounded = False
-        # Noise drawn once per call: a cube must come from one call (its
+        # A noisy row read call by call: a cube must come from one call (its
         # residuals are judged against the scatter within a call), so it is
         # never topped up by a later one.
         self.single_call = False

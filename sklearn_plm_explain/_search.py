@@ -499,11 +499,11 @@ class LocalModelSearch:
         n_orth[~model.float64] = 0
         R0 = state.R0[rows]
         L0 = state.L0[rows]
-        # A row whose noise is common to a call takes its origin from the
-        # cube's own call: the first answer at the row, from another call,
-        # would differ from the cube by that call's draw.
-        own = [j for j, i in enumerate(rows) if model.correlated[j]]
-        if own:
+        # A row read call by call takes its origin from the cube's own call:
+        # the first answer at the row, from another call, would differ from
+        # the cube by that call's draw.
+        own = np.flatnonzero(model.correlated)
+        if own.size:
             R0, L0 = R0.copy(), L0.copy()
             R0[own] = [state.call_centre[rows[j]] for j in own]
             L0[own] = self._to_log(R0[own], model.tiny[own])[0]
