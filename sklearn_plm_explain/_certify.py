@@ -245,17 +245,16 @@ def _fit_orthogonal(A, Y, tau, eps, peak):
     does not carry their absolute level into the solve's error.
     """
     n, m, p = A.shape
-    At = np.swapaxes(A, 1, 2)
     D = np.full((p, 1), m - 1.0)
     D[0] = m
     level = Y[:, :1, :]
     Y = Y - level
-    beta = (At @ Y) / D
-    resid = Y - A @ beta
+    beta = _t_prod(A, Y) / D
+    resid = Y - _prod(A, beta)
     e = eps / (1.0 - eps)
     floor = _NEGLIGIBLE_SOLVE * tau.min(axis=1)
     for _ in range(_MAX_REFINE):
-        update = (At @ resid) / D
+        update = _t_prod(A, resid) / D
         beta += update
         # Solve error of the worst column in the metric of D.
         solve = e * np.sqrt((D * update**2).sum(axis=1)).max(axis=1)
@@ -264,7 +263,7 @@ def _fit_orthogonal(A, Y, tau, eps, peak):
             # refinement serve as well (any coefficients' residuals are at
             # least the least-squares ones), and save a product.
             break
-        resid = Y - A @ beta
+        resid = Y - _prod(A, beta)
     beta[:, 0, :] += level[:, 0, :]
     sigma_hat = np.sqrt(((resid / tau[:, :, None]) ** 2).sum(axis=1) / (m - p))
     # sum_m tau_m^2 A_mj^2 without touching A again: the drawn column has
@@ -287,6 +286,22 @@ def _fit_orthogonal(A, Y, tau, eps, peak):
     # A coefficient's solve error is at most the scaled error over sqrt(D_j).
     se += (solve / np.sqrt(m - 1.0))[:, None]
     return beta, sigma_hat, se
+
+
+def _t_prod(A, B):
+    """``A' B`` for tall designs ``A`` (stacked on the leading axes).
+
+    Computed as ``(B' A)'``: the same sums, but BLAS then reads ``A`` row by
+    row, about twice as fast for the few columns of ``B`` (one per class) as
+    the transposed product.
+    """
+    return np.swapaxes(np.swapaxes(B, -1, -2) @ A, -1, -2)
+
+
+def _prod(A, B):
+    """``A B`` for tall designs ``A`` and thin ``B``, as ``(B' A')'`` (a
+    quarter faster, for the reason of :func:`_t_prod`)."""
+    return np.swapaxes(np.swapaxes(B, -1, -2) @ np.swapaxes(A, -1, -2), -1, -2)
 
 
 def _fit_corrected(A, Y, tau, eps, n_orth, heavy):
@@ -335,14 +350,14 @@ def _fit_corrected(A, Y, tau, eps, n_orth, heavy):
 
     Yr = Y - Y[:1]
     wcol = w[:, None]
-    beta = solve(A.T @ (wcol * Yr))
-    resid = Yr - A @ beta
+    beta = solve(_t_prod(A, wcol * Yr))
+    resid = Yr - _prod(A, beta)
     e, err = q / (1.0 - q), 0.0
     floor = _NEGLIGIBLE_SOLVE * tau.min()
     for _ in range(_MAX_REFINE):
-        update = solve(A.T @ (wcol * resid))
+        update = solve(_t_prod(A, wcol * resid))
         beta += update
-        resid = Yr - A @ beta
+        resid = Yr - _prod(A, beta)
         err = e * np.sqrt((D[:, None] * update**2).sum(axis=0)).max()
         if err <= floor:
             break

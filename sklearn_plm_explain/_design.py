@@ -9,21 +9,32 @@ import numpy as np
 # The bases are random but fixed: drawn once per size from this seed, so that
 # a row's design depends only on its own generator.
 _BASIS_SEED = 20261202
+# Beyond this many runs of adjacent columns a design is gathered column by
+# column.
+_MAX_RUNS = 32
 
 
-def design(rng, n, d, fresh):
+def design(rng, n, d, fresh, out=None, scale=None):
     """Query offsets in units of the step: ``n`` points in ``d`` dimensions.
 
     A fresh cube gets the orthogonal design of :func:`orthogonal_design`;
     points added to an existing cube are standard normal (the fit of such a
-    cube is a general least-squares fit).
+    cube is a general least-squares fit). ``out``, an (n, d) float64 array
+    with contiguous rows, receives the design instead of a new array;
+    ``scale`` (d,) multiplies its columns (the same numbers as multiplying
+    the returned design).
     """
-    if not fresh or n < d + 1:
-        return rng.standard_normal((n, d))
-    return orthogonal_design(rng, n, d)
+    if out is None:
+        out = np.empty((n, d))
+    if fresh and n >= d + 1:
+        return orthogonal_design(rng, n, d, out=out, scale=scale)
+    rng.standard_normal((n, d), out=out)
+    if scale is not None:
+        out *= scale
+    return out
 
 
-def orthogonal_design(rng, n, d):
+def orthogonal_design(rng, n, d, out=None, scale=None):
     """``n`` points whose design ``[1, U]`` has orthogonal columns of norm ``n``.
 
     The columns are ``d`` of the ``n - 1`` non-constant columns of a random
@@ -50,13 +61,33 @@ def orthogonal_design(rng, n, d):
     bases stay of size about ``d``. Drawing costs O(n d) once the basis of a
     size is built (O(n^3), once per size and process).
     """
-    blocks = []
+    out = np.empty((n, d)) if out is None else out
+    start = 0
     for size in _block_sizes(n, d):
         cols = 1 + np.sort(rng.choice(size - 1, size=d, replace=False))
         negative = rng.choice(np.array([False, True]), size=d)
-        signed = _signed_basis(size)[0]
-        blocks.append(np.take(signed, cols + size * negative, axis=1))
-    return np.concatenate(blocks) if len(blocks) > 1 else blocks[0]
+        block = out[start : start + size]
+        _gather_columns(_signed_basis(size)[0][:, :size], cols, block)
+        # Signs and scale in one pass: (-b) s and b (-s) are the same number.
+        sign = np.where(negative, -1.0, 1.0)
+        block *= sign if scale is None else sign * scale
+        start += size
+    return out
+
+
+def _gather_columns(basis, cols, out):
+    """``out[:] = basis[:, cols]`` for increasing ``cols``.
+
+    A design of ``d + 1`` to ``d + 5`` points leaves out a few of its basis's
+    columns: the rest is a few runs of adjacent columns, copied as blocks
+    (several times faster than a gather of single columns at image width).
+    """
+    starts = np.flatnonzero(np.diff(cols) != 1) + 1
+    if starts.size >= _MAX_RUNS:
+        np.take(basis, cols, axis=1, out=out)
+        return
+    for lo, hi in zip([0, *starts], [*starts, cols.size]):
+        out[:, lo:hi] = basis[:, cols[lo] : cols[lo] + hi - lo]
 
 
 def basis_bounds(n, d):

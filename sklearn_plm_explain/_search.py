@@ -376,11 +376,13 @@ class LocalModelSearch:
         for i, pts in zip(rows, draws):
             search = searches[i]
             step = search.radius * self._row_scale(search)
-            u = design(rngs[i], search.n_new, self.state.d, fresh=not search.keep)
-            if not search.keep:
+            # The design is written where the points go, scaled on the way:
+            # no other array of the cube's size is allocated.
+            fresh = not search.keep
+            design(rngs[i], search.n_new, self.state.d, fresh, out=pts, scale=step)
+            if fresh:
                 # The new cube's design, the origin included, is orthogonal.
                 search.n_orthogonal = search.n_new + 1
-            np.multiply(u, step, out=pts)
             pts += self.state.X[i]
             steps.append(step)
         return steps
