@@ -115,9 +115,11 @@ def fit_local_models(A, Y, x0, step, centre, tau, n_orthogonal=None):
     Parameters
     ----------
     A : ndarray of shape (n, m, d + 1)
-        Designs ``[1, U]``, with ``U = (x - x0) / step`` the query points in
-        scaled coordinates; row 0 of each block is the origin (the explained
-        point itself).
+        Designs ``[1, x - x0]``: the query points' offsets from the explained
+        row, in input units (row 0 of each block is the origin, the explained
+        point itself). The fits work in the scaled coordinates ``[1, U]``,
+        ``U = (x - x0) / step``, exactly: the step scales their small
+        products, not the designs.
     Y : ndarray of shape (n, m, K)
         Responses in log space.
     x0 : ndarray of shape (n, d)
@@ -154,6 +156,8 @@ def fit_local_models(A, Y, x0, step, centre, tau, n_orthogonal=None):
     n, m, p = A.shape
     if centre:
         Y = Y - Y.mean(axis=2, keepdims=True)
+    # Column units of the designs: A = [1, U] diag(s).
+    s = np.concatenate([np.ones((n, 1)), step], axis=1)
     n_orth = np.zeros(n, dtype=np.intp) if n_orthogonal is None else n_orthogonal
     beta = np.empty((n, p, Y.shape[2]))
     sigma_hat = np.empty((n, Y.shape[2]))
@@ -172,13 +176,13 @@ def fit_local_models(A, Y, x0, step, centre, tau, n_orthogonal=None):
     corrected = ok & (rank > 0) & (rank <= MAX_CORRECTION * p)
     if plain.all():
         # The usual case: no copy of the designs (the largest arrays here).
-        beta, sigma_hat, se_unit = _fit_orthogonal(A, Y, tau, eps, peak)
+        beta, sigma_hat, se_unit = _fit_orthogonal(A, Y, tau, eps, peak, s)
     elif plain.any():
         beta[plain], sigma_hat[plain], se_unit[plain] = _fit_orthogonal(
-            A[plain], Y[plain], tau[plain], eps[plain], peak[plain]
+            A[plain], Y[plain], tau[plain], eps[plain], peak[plain], s[plain]
         )
     for i in np.flatnonzero(corrected):
-        fit = _fit_corrected(A[i], Y[i], tau[i], eps[i], n_orth[i], heavy[i])
+        fit = _fit_corrected(A[i], Y[i], tau[i], eps[i], n_orth[i], heavy[i], s[i])
         if fit is None:
             corrected[i] = False
             continue
@@ -186,7 +190,7 @@ def fit_local_models(A, Y, x0, step, centre, tau, n_orthogonal=None):
     slow = ~(plain | corrected)
     if slow.any():
         beta[slow], sigma_hat[slow], se_unit[slow] = _fit_weighted(
-            A[slow], Y[slow], tau[slow]
+            A[slow] / s[slow, None, :], Y[slow], tau[slow]
         )
     slope = beta[:, 1:, :] / step[:, :, None]
     intercept = beta[:, 0, :] - np.einsum("nd,ndk->nk", x0, slope)
@@ -194,8 +198,8 @@ def fit_local_models(A, Y, x0, step, centre, tau, n_orthogonal=None):
 
 
 def _fit_weighted(A, Y, tau):
-    """Weighted least squares by QR: coefficients (in units of ``U``),
-    residual RMS and standard errors; O(m d^2) per row.
+    """Weighted least squares by QR on designs ``A = [1, U]``: coefficients
+    (in units of ``U``), residual RMS and standard errors; O(m d^2) per row.
 
     The responses are fitted relative to the origin's: their absolute level
     (a log-probability of -30, say) would otherwise enter the solve's
@@ -219,14 +223,16 @@ def _fit_weighted(A, Y, tau):
     return beta, sigma_hat, se_unit
 
 
-def _fit_orthogonal(A, Y, tau, eps, peak):
+def _fit_orthogonal(A, Y, tau, eps, peak, s):
     """Least squares on a design with a known Gram matrix; O(m d K) per row.
 
-    The design ``A = [1, U]`` (origin first) was drawn with ``A'A = D =
-    diag(m, m - 1, ..., m - 1)`` and entries of ``U`` at most ``peak``; as
-    represented in floating point it is off by a relative ``eps``
-    (``||D^-1/2 A'A D^-1/2 - I|| <= eps``, see :func:`_design_error`). A few
-    products give everything, all bounds rigorous whatever the weights:
+    The design ``B = [1, U]`` (origin first; given as ``A = B diag(s)``, its
+    offsets in input units, and used as ``B`` through ``s`` in the products)
+    was drawn with ``B'B = D = diag(m, m - 1, ..., m - 1)`` and entries of
+    ``U`` at most ``peak``; as represented in floating point it is off by a
+    relative ``eps`` (``||D^-1/2 B'B D^-1/2 - I|| <= eps``, see
+    :func:`_design_error`). A few products give everything, all bounds
+    rigorous whatever the weights:
 
     - coefficients: ``b = D^-1 A'Y``, refined by ``b += D^-1 A'(Y - A b)``
       until the solve's own error, at most ``eps / (1 - eps)`` times the last
@@ -249,12 +255,13 @@ def _fit_orthogonal(A, Y, tau, eps, peak):
     D[0] = m
     level = Y[:, :1, :]
     Y = Y - level
-    beta = _t_prod(A, Y) / D
-    resid = Y - _prod(A, beta)
+    s = s[:, :, None]
+    beta = _t_prod(A, Y) / s / D
+    resid = Y - _prod(A, beta / s)
     e = eps / (1.0 - eps)
     floor = _NEGLIGIBLE_SOLVE * tau.min(axis=1)
     for _ in range(_MAX_REFINE):
-        update = _t_prod(A, resid) / D
+        update = _t_prod(A, resid) / s / D
         beta += update
         # Solve error of the worst column in the metric of D.
         solve = e * np.sqrt((D * update**2).sum(axis=1)).max(axis=1)
@@ -263,7 +270,7 @@ def _fit_orthogonal(A, Y, tau, eps, peak):
             # refinement serve as well (any coefficients' residuals are at
             # least the least-squares ones), and save a product.
             break
-        resid = Y - _prod(A, beta)
+        resid = Y - _prod(A, beta / s)
     beta[:, 0, :] += level[:, 0, :]
     sigma_hat = np.sqrt(((resid / tau[:, :, None]) ** 2).sum(axis=1) / (m - p))
     # sum_m tau_m^2 A_mj^2 without touching A again: the drawn column has
@@ -278,7 +285,7 @@ def _fit_orthogonal(A, Y, tau, eps, peak):
     var = np.repeat(((1.0 + eps) ** 2 * (t0 * (m - 1.0) + spread))[:, None], p - 1, 1)
     loose = spread > _LOOSE_VARIANCE * t0 * (m - 1.0)
     for i in np.flatnonzero(loose):
-        var[i] = tau2[i] @ A[i, :, 1:] ** 2
+        var[i] = tau2[i] @ A[i, :, 1:] ** 2 / s[i, 1:, 0] ** 2
     se = np.sqrt(var) / (m - 1.0)
     # The correction for the design's own error:
     # ||S^1/2 (M^-1 - I)|| <= tau_max sqrt(1 + eps) eps / (1 - eps).
@@ -304,9 +311,10 @@ def _prod(A, B):
     return np.swapaxes(np.swapaxes(B, -1, -2) @ np.swapaxes(A, -1, -2), -1, -2)
 
 
-def _fit_corrected(A, Y, tau, eps, n_orth, heavy):
+def _fit_corrected(A, Y, tau, eps, n_orth, heavy, s):
     """One row's weighted least squares on an orthogonal design changed in
-    low rank.
+    low rank (``A = B diag(s)`` as in :func:`_fit_orthogonal`, in whose
+    notation ``B`` is called ``A`` below).
 
     Points of the orthogonal block keep weight 1, except the ``heavy`` ones
     (much noisier than the least noisy point), which get their weighted-fit
@@ -331,13 +339,13 @@ def _fit_corrected(A, Y, tau, eps, n_orth, heavy):
     first = np.arange(m) < n_orth
     w = np.where(heavy, (tau.min() / tau) ** 2, 1.0)
     down = first & heavy
-    H = A[down] * np.sqrt(1.0 - w[down])[:, None] / np.sqrt(D)
+    H = A[down] / s * np.sqrt(1.0 - w[down])[:, None] / np.sqrt(D)
     lam = 1.0 - (np.linalg.norm(H, 2) ** 2 if H.size else 0.0)
     q = eps / lam if lam > 0 else np.inf
     if not q < _MAX_CORRECTED_RATE:
         return None
     low = down | ~first
-    C = A[low]
+    C = A[low] / s
     change = np.where(first[low], w[low] - 1.0, w[low])
     CD = C / D
     W = np.diag(1.0 / change) + CD @ C.T
@@ -350,14 +358,15 @@ def _fit_corrected(A, Y, tau, eps, n_orth, heavy):
 
     Yr = Y - Y[:1]
     wcol = w[:, None]
-    beta = solve(_t_prod(A, wcol * Yr))
-    resid = Yr - _prod(A, beta)
+    s = s[:, None]
+    beta = solve(_t_prod(A, wcol * Yr) / s)
+    resid = Yr - _prod(A, beta / s)
     e, err = q / (1.0 - q), 0.0
     floor = _NEGLIGIBLE_SOLVE * tau.min()
     for _ in range(_MAX_REFINE):
-        update = solve(_t_prod(A, wcol * resid))
+        update = solve(_t_prod(A, wcol * resid) / s)
         beta += update
-        resid = Yr - _prod(A, beta)
+        resid = Yr - _prod(A, beta / s)
         err = e * np.sqrt((D[:, None] * update**2).sum(axis=0)).max()
         if err <= floor:
             break
@@ -379,9 +388,10 @@ def _design_error(x0, step, n_orth):
     represented, ``peak`` the largest entry of its ``U``. The drawn design
     deviates from ``D`` by at most its basis's measured deviation
     (:func:`~sklearn_plm_explain._design.basis_bounds`). Its points were drawn
-    as ``x0 + step * u`` and read back as ``U = (x - x0) / step``: each entry
-    then errs from the drawn one by at most ``2^-52 (3 peak + |x0| / step)``
-    (one rounding per operation, with room to spare); with ``Delta`` that
+    as ``x0 + step * u`` and read back as ``x - x0``, i.e. ``U = (x - x0) /
+    step`` in exact arithmetic: each entry then errs from the drawn one by at
+    most ``2^-52 (3 peak + |x0| / step)`` (one rounding per operation, with
+    room to spare); with ``Delta`` that
     difference over the ``n_orth - 1`` drawn points and ``||A||^2 <= n_orth
     (1 + deviation)``, the represented design adds at most ``(2 ||A||
     ||Delta||_F + ||Delta||_F^2) / (n_orth - 1)``.

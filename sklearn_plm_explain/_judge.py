@@ -208,7 +208,10 @@ class CubeJudge:
             delta = model.take(g).delta(Y[g], None if P is None else P[g], self.centre)
             finite = np.all(np.isfinite(delta), axis=(1, 2))
             delta = np.where(np.isfinite(delta), delta, 0.0)
-            part = worst_case_abs(A[g], tau[g], delta, step[g])
+            # The pseudo-inverse is taken of the scaled design [1, U].
+            U = A[g, :, 1:] / step[g][:, None, :]
+            B = np.concatenate([A[g, :, :1], U], axis=2)
+            part = worst_case_abs(B, tau[g], delta, step[g])
             wc[g] = np.where(finite[:, None], part, np.inf)
         return stat, wc
 

@@ -484,16 +484,15 @@ class LocalModelSearch:
         L, bad = self._to_log(R.reshape(-1, R.shape[2]), tiny)
         L = L.reshape(R.shape)
         bad = bad.reshape(n, -1).any(axis=1)
-        # The design [1, U] of the fit, the origin first: the points as
+        # The design [1, x - x0] of the fit, the origin first: the points as
         # actually represented, not as drawn, built in place (these arrays are
-        # the largest of a round).
+        # the largest of a round). The fit scales by the step itself, in its
+        # small products (fit_local_models): one pass over the design less.
         A = np.empty((n, len(points[0]) + 1, d + 1))
         A[:, :, 0] = 1.0
         A[:, 0, 1:] = 0.0
         for j, (i, pts) in enumerate(zip(rows, points)):
-            U = A[j, 1:, 1:]
-            np.subtract(pts, state.X[i], out=U)
-            U /= step[j]
+            np.subtract(pts, state.X[i], out=A[j, 1:, 1:])
         # Float64 rows are fitted by products over their cube's orthogonal
         # design; coarse rows, whose worst-case bound needs the weighted
         # pseudo-inverse, are factorised.

@@ -21,7 +21,7 @@ def _cube(rng, d, n, radius, K=3, x_scale=1.0, intercept=20.0):
     points = u * step + x0
     A = np.ones((1, n + 1, d + 1))
     A[0, 0, 1:] = 0.0
-    A[0, 1:, 1:] = (points - x0) / step
+    A[0, 1:, 1:] = points - x0  # the fits take offsets in input units
     G = rng.standard_normal((d, K))
     b = intercept * rng.standard_normal(K)
     Y = (np.vstack([x0, points]) @ G + b)[None]
@@ -128,7 +128,7 @@ def test_grown_cube_is_fitted_by_a_low_rank_update():
     more = rng.standard_normal((extra, d))
     pts = more * step + x0
     A2 = np.concatenate([A, np.ones((1, extra, d + 1))], axis=1)
-    A2[0, n + 1 :, 1:] = (pts - x0) / step
+    A2[0, n + 1 :, 1:] = pts - x0
     Y2 = np.concatenate([Y, (pts @ G + (Y[0, 0] - x0 @ G))[None]], axis=1)
     tau = np.full((1, n + 1 + extra), 1e-14)
     fast = fit_local_models(
@@ -148,7 +148,7 @@ def test_a_design_that_is_not_orthogonal_is_caught_by_its_residuals():
     d, n = 20, 25
     A, Y, x0, step, G = _cube(rng, d, n, 1e-3, intercept=0.0)
     A[0, 1:, 1:] *= 1.0 + 0.05 * rng.standard_normal((n, d))
-    Y = (np.concatenate([np.zeros((1, d)), A[0, 1:, 1:] * step]) @ G)[None]
+    Y = (np.concatenate([np.zeros((1, d)), A[0, 1:, 1:]]) @ G)[None]
     tau = np.full((1, n + 1), 1e-14)
     slope, _, sigma_hat, se_x, _ = fit_local_models(
         A, Y, x0, step, False, tau, n_orthogonal=np.array([n + 1])
