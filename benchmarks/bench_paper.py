@@ -506,7 +506,7 @@ def main():
         [
             "data",
             "model",
-            "ours (defaults, r0 = 2e-4)",
+            "ours (defaults, r0 = 8e-5)",
             "ours from the paper's r0 = 1",
             "paper (MNIST)",
         ],

@@ -47,7 +47,7 @@ __all__ = ["OpenAPIExplainer", "STATUSES"]
 # init_radius="auto": rows of the background explained in fit, and the
 # radius used without it.
 _CALIBRATION_ROWS = 16
-_DEFAULT_RADIUS = 2e-4
+_DEFAULT_RADIUS = 8e-5
 # With n_jobs > 1 and a progress bar the rows go to the workers in this many
 # steps (without one, in one).
 _PARALLEL_STEPS = 4
@@ -120,7 +120,7 @@ class OpenAPIExplainer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         ``decision_function`` (logits: exact even where probabilities
         saturate), then ``predict_proba``. Callables are treated as
         ``predict_proba`` unless told otherwise.
-    init_radius : float or "auto", default=2e-4
+    init_radius : float or "auto", default=8e-5
         First half-width of the sampling cube, in units of each feature's
         scale (see ``scale``). A row whose first cube crosses a region
         boundary, or is too small to resolve its slope, needs a second one
@@ -311,7 +311,7 @@ class OpenAPIExplainer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         estimator=None,
         *,
         response_method="auto",
-        init_radius=2e-4,
+        init_radius=8e-5,
         min_radius=1e-9,
         max_radius=1.0,
         n_witnesses=5,

@@ -72,7 +72,7 @@ def test_learned_first_radius_is_used_by_every_row(iris_model):
     assert first.any()
     np.testing.assert_array_equal(e.radius[first], explainer.init_radius_)
     fixed = OpenAPIExplainer(model, random_state=0).fit(X)
-    assert fixed.init_radius_ == fixed.init_radius == 2e-4
+    assert fixed.init_radius_ == fixed.init_radius == 8e-5
 
 
 @pytest.mark.slow
