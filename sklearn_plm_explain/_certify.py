@@ -28,11 +28,11 @@ BOUND_Z = 1.0
 # many times get their weighted-fit weights (the others weight 1, so that the
 # bounds stay within this factor of a weighted fit's); and the low-rank
 # correction this takes (those points, and points added to a grown cube) is
-# used up to this fraction of the coefficients, beyond which a factorisation
-# costs about as much.
+# used up to this many rows per coefficient: its r x r solve, O(r^2 d), then
+# still costs less than a factorisation of the whole design, O(m d^2).
 MAX_DESIGN_ERROR = 1e-3
 HEAVY_NOISE = 1.25
-MAX_CORRECTION = 0.25
+MAX_CORRECTION = 1.0
 _MAX_CORRECTED_RATE = 0.5
 # The fast fit refines its solve at most this often, and stops once the
 # solve's error bound is this fraction of the smallest noise scale.

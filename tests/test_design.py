@@ -119,11 +119,13 @@ def test_noisy_points_are_weighted_by_a_low_rank_correction():
     assert np.all(err <= max(1.0, 3 * fast[2].max()) * fast[3][0].sum())
 
 
-def test_grown_cube_is_fitted_by_a_low_rank_update():
+@pytest.mark.parametrize("extra", [8, 31])
+def test_grown_cube_is_fitted_by_a_low_rank_update(extra):
     # An orthogonal cube with standard normal points added (a grown cube):
-    # the Woodbury solve matches the weighted QR fit.
+    # the Woodbury solve matches the weighted QR fit, up to as many added
+    # points as coefficients.
     rng = np.random.default_rng(4)
-    d, n, extra = 30, 35, 8
+    d, n = 30, 35
     A, Y, x0, step, G = _cube(rng, d, n, 1e-3)
     more = rng.standard_normal((extra, d))
     pts = more * step + x0
