@@ -260,17 +260,23 @@ def _fit_orthogonal(A, Y, tau, eps, peak, s):
     resid = Y - _prod(A, beta / s)
     e = eps / (1.0 - eps)
     floor = _NEGLIGIBLE_SOLVE * tau.min(axis=1)
+    # Each row refines until its own solve is negligible, whatever the other
+    # rows of the batch need: a row's result does not depend on its batch.
+    solve = np.zeros(n)
+    active = np.ones(n, dtype=bool)
     for _ in range(_MAX_REFINE):
         update = _t_prod(A, resid) / s / D
-        beta += update
+        beta[active] += update[active]
         # Solve error of the worst column in the metric of D.
-        solve = e * np.sqrt((D * update**2).sum(axis=1)).max(axis=1)
-        if np.all(solve <= floor):
-            # The residuals of the coefficients before this last, negligible
-            # refinement serve as well (any coefficients' residuals are at
-            # least the least-squares ones), and save a product.
+        size = e * np.sqrt((D * update**2).sum(axis=1)).max(axis=1)
+        solve[active] = size[active]
+        # For a row whose last refinement was negligible, the residuals of
+        # the coefficients before it serve as well (any coefficients'
+        # residuals are at least the least-squares ones), and save a product.
+        active &= solve > floor
+        if not active.any():
             break
-        resid = Y - _prod(A, beta / s)
+        resid[active] = (Y - _prod(A, beta / s))[active]
     beta[:, 0, :] += level[:, 0, :]
     sigma_hat = np.sqrt(((resid / tau[:, :, None]) ** 2).sum(axis=1) / (m - p))
     # sum_m tau_m^2 A_mj^2 without touching A again: the drawn column has
