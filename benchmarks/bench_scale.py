@@ -216,12 +216,16 @@ def width_row(case, n_rows, kwargs):
     certified = np.isin(e.status, CERTIFIED)
     q = e.n_queries / (d + 2)
     own = (t["cpu"] - t["model"]) / len(X)
+    # The same rows again: the steady state, without the process's first use
+    # of this width's memory (same queries and results).
+    _, t2 = cpu_explain(case, X, kwargs)
     row = {
         "d": d,
         "rows": len(X),
         "own ms/row": 1e3 * own,
         "model ms/row": 1e3 * t["model"] / len(X),
         "own / model": (t["cpu"] - t["model"]) / t["model"],
+        "own / model, again": (t2["cpu"] - t2["model"]) / t2["model"],
         "wall ms/row": 1e3 * t["wall"] / len(X),
         "queries/(d+2) mean": q.mean(),
         "queries/(d+2) median": np.median(q),
@@ -254,7 +258,8 @@ def section_widths(cases, widths, rows, kwargs, checks):
             checks.append(
                 (
                     "d = 784: own time <= the model's time",
-                    f"{row['own / model']:.2f} x the model's",
+                    f"{row['own / model']:.2f} x the model's (first call), "
+                    f"{row['own / model, again']:.2f} x (the same rows again)",
                     row["own / model"] <= 1,
                 )
             )

@@ -10,6 +10,7 @@ import numpy as np
 from scipy import linalg, stats
 
 from sklearn_plm_explain._design import basis_bounds
+from sklearn_plm_explain._products import prod, t_prod
 
 EPS = np.finfo(np.float64).eps
 
@@ -256,8 +257,8 @@ def _fit_orthogonal(A, Y, tau, eps, peak, s):
     level = Y[:, :1, :]
     Y = Y - level
     s = s[:, :, None]
-    beta = _t_prod(A, Y) / s / D
-    resid = Y - _prod(A, beta / s)
+    beta = t_prod(A, Y) / s / D
+    resid = Y - prod(A, beta / s)
     e = eps / (1.0 - eps)
     floor = _NEGLIGIBLE_SOLVE * tau.min(axis=1)
     # Each row refines until its own solve is negligible, whatever the other
@@ -265,7 +266,7 @@ def _fit_orthogonal(A, Y, tau, eps, peak, s):
     solve = np.zeros(n)
     active = np.ones(n, dtype=bool)
     for _ in range(_MAX_REFINE):
-        update = _t_prod(A, resid) / s / D
+        update = t_prod(A, resid) / s / D
         beta[active] += update[active]
         # Solve error of the worst column in the metric of D.
         size = e * np.sqrt((D * update**2).sum(axis=1)).max(axis=1)
@@ -276,7 +277,7 @@ def _fit_orthogonal(A, Y, tau, eps, peak, s):
         active &= solve > floor
         if not active.any():
             break
-        resid[active] = (Y - _prod(A, beta / s))[active]
+        resid[active] = (Y - prod(A, beta / s))[active]
     beta[:, 0, :] += level[:, 0, :]
     sigma_hat = np.sqrt(((resid / tau[:, :, None]) ** 2).sum(axis=1) / (m - p))
     # sum_m tau_m^2 A_mj^2 without touching A again: the drawn column has
@@ -299,22 +300,6 @@ def _fit_orthogonal(A, Y, tau, eps, peak, s):
     # A coefficient's solve error is at most the scaled error over sqrt(D_j).
     se += (solve / np.sqrt(m - 1.0))[:, None]
     return beta, sigma_hat, se
-
-
-def _t_prod(A, B):
-    """``A' B`` for tall designs ``A`` (stacked on the leading axes).
-
-    Computed as ``(B' A)'``: the same sums, but BLAS then reads ``A`` row by
-    row, about twice as fast for the few columns of ``B`` (one per class) as
-    the transposed product.
-    """
-    return np.swapaxes(np.swapaxes(B, -1, -2) @ A, -1, -2)
-
-
-def _prod(A, B):
-    """``A B`` for tall designs ``A`` and thin ``B``, as ``(B' A')'`` (a
-    quarter faster, for the reason of :func:`_t_prod`)."""
-    return np.swapaxes(np.swapaxes(B, -1, -2) @ np.swapaxes(A, -1, -2), -1, -2)
 
 
 def _fit_corrected(A, Y, tau, eps, n_orth, heavy, s):
@@ -365,14 +350,14 @@ def _fit_corrected(A, Y, tau, eps, n_orth, heavy, s):
     Yr = Y - Y[:1]
     wcol = w[:, None]
     s = s[:, None]
-    beta = solve(_t_prod(A, wcol * Yr) / s)
-    resid = Yr - _prod(A, beta / s)
+    beta = solve(t_prod(A, wcol * Yr) / s)
+    resid = Yr - prod(A, beta / s)
     e, err = q / (1.0 - q), 0.0
     floor = _NEGLIGIBLE_SOLVE * tau.min()
     for _ in range(_MAX_REFINE):
-        update = solve(_t_prod(A, wcol * resid) / s)
+        update = solve(t_prod(A, wcol * resid) / s)
         beta += update
-        resid = Yr - _prod(A, beta / s)
+        resid = Yr - prod(A, beta / s)
         err = e * np.sqrt((D[:, None] * update**2).sum(axis=0)).max()
         if err <= floor:
             break

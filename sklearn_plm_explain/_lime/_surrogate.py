@@ -15,6 +15,8 @@ from sklearn.base import clone
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.linear_model import lars_path_gram
 
+from sklearn_plm_explain._products import t_prod
+
 
 class _LocalStats:
     """Weighted, weighted-centred sufficient statistics of one neighbourhood.
@@ -30,7 +32,7 @@ class _LocalStats:
         self._Z, self._w, self._G = Z, w, None
         if prefix is None:
             self.wsum = w.sum()
-            self._wz, self._zy = w @ Z, Z.T @ (Y * w[:, None])
+            self._wz, self._zy = w @ Z, t_prod(Z, Y * w[:, None])
             self._cols = {}
         else:
             # The statistics of this sample's first points with the same
@@ -39,11 +41,11 @@ class _LocalStats:
             Zn, wn = Z[lo:], w[lo:]
             self.wsum = prefix.wsum + wn.sum()
             self._wz = prefix._wz + wn @ Zn
-            self._zy = prefix._zy + Zn.T @ (Y[lo:] * wn[:, None])
+            self._zy = prefix._zy + t_prod(Zn, Y[lo:] * wn[:, None])
             self._cols = {}
             if prefix._cols:
                 keys = list(prefix._cols)
-                new = Zn.T @ (Zn[:, keys] * wn[:, None])
+                new = t_prod(Zn, Zn[:, keys] * wn[:, None])
                 for j, col in zip(keys, new.T):
                     self._cols[j] = prefix._cols[j] + col
         self.mu = self._wz / self.wsum
@@ -79,7 +81,7 @@ class _LocalStats:
         missing = [j for j in S if j not in self._cols]
         if missing:
             Z, w = self._Z, self._w
-            sums = Z.T @ (Z[:, missing] * w[:, None])
+            sums = t_prod(Z, Z[:, missing] * w[:, None])
             self._cols.update(zip(missing, sums.T))
         if not S:
             return np.empty((self.d, 0))
@@ -97,7 +99,7 @@ class _LocalStats:
         """``Zc' diag(sqrt(w)) v`` for the weighted-centred data ``Zc``: one
         pass over the data, without forming it."""
         sw = np.sqrt(self._w)
-        return self._Z.T @ (sw * v) - self.mu * (sw @ v)
+        return (sw * v) @ self._Z - self.mu * (sw @ v)
 
     def ridge(self, S, label, alpha):
         """Coefficients, intercept, weighted R² and prediction at the row."""
