@@ -9,9 +9,10 @@ import numpy as np
 # The bases are random but fixed: drawn once per size from this seed, so that
 # a row's design depends only on its own generator.
 _BASIS_SEED = 20261202
-# Beyond this many runs of adjacent columns a design is gathered column by
-# column.
+# Beyond this many runs of adjacent columns, or up to this many entries, a
+# design is gathered column by column (measured crossover: d about 128).
 _MAX_RUNS = 32
+_SMALL_DESIGN = 128 * 132
 
 
 def design(rng, n, d, fresh, out=None, scale=None):
@@ -82,9 +83,13 @@ def _gather_columns(basis, cols, out):
     columns: the rest is a few runs of adjacent columns, copied as blocks
     (several times faster than a gather of single columns at image width).
     """
+    if out.size <= _SMALL_DESIGN:
+        # Small designs: one gather costs less than the runs' calls.
+        out[...] = basis[:, cols]
+        return
     starts = np.flatnonzero(np.diff(cols) != 1) + 1
     if starts.size >= _MAX_RUNS:
-        np.take(basis, cols, axis=1, out=out)
+        out[...] = basis[:, cols]
         return
     for lo, hi in zip([0, *starts], [*starts, cols.size]):
         out[:, lo:hi] = basis[:, cols[lo] : cols[lo] + hi - lo]
