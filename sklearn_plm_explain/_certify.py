@@ -382,10 +382,10 @@ def _design_error(x0, step, n_orth):
     as ``x0 + step * u`` and read back as ``x - x0``, i.e. ``U = (x - x0) /
     step`` in exact arithmetic: each entry then errs from the drawn one by at
     most ``2^-52 (3 peak + |x0| / step)`` (one rounding per operation, with
-    room to spare); with ``Delta`` that
-    difference over the ``n_orth - 1`` drawn points and ``||A||^2 <= n_orth
-    (1 + deviation)``, the represented design adds at most ``(2 ||A||
-    ||Delta||_F + ||Delta||_F^2) / (n_orth - 1)``.
+    room to spare); with ``Delta`` that difference over the ``n_orth - 1``
+    drawn points and ``||A||^2 <= n_orth (1 + deviation)``, the represented
+    design adds at most ``(2 ||A|| ||Delta||_F + ||Delta||_F^2) / (n_orth -
+    1)``.
     """
     n_orth = np.asarray(n_orth)
     d = x0.shape[1]

@@ -68,7 +68,7 @@ def orthogonal_design(rng, n, d, out=None, scale=None):
         cols = 1 + np.sort(rng.choice(size - 1, size=d, replace=False))
         negative = rng.choice(np.array([False, True]), size=d)
         block = out[start : start + size]
-        _gather_columns(_signed_basis(size)[0][:, :size], cols, block)
+        _gather_columns(_basis(size)[0], cols, block)
         # Signs and scale in one pass: (-b) s and b (-s) are the same number.
         sign = np.where(negative, -1.0, 1.0)
         block *= sign if scale is None else sign * scale
@@ -104,7 +104,7 @@ def basis_bounds(n, d):
     norm), measured once when the basis was built, with the rounding of that
     measurement added; and the largest entry of ``U`` in absolute value.
     """
-    bounds = [_signed_basis(size)[1:] for size in _block_sizes(n, d)]
+    bounds = [_basis(size)[1:] for size in _block_sizes(n, d)]
     # A sum of blocks deviates by at most their largest relative deviation.
     return max(b[0] for b in bounds), max(b[1] for b in bounds)
 
@@ -115,9 +115,10 @@ def _block_sizes(n, d):
 
 
 @lru_cache(maxsize=6)
-def _signed_basis(n):
-    """The basis of size ``n`` (columns 1 to n - 1 used), then its columns
-    negated, with its measured deviation and largest entry.
+def _basis(n):
+    """The basis of size ``n`` (columns 1 to n - 1 used), with its measured
+    deviation and largest entry (signs are the design's, see
+    :func:`orthogonal_design`).
 
     ``sqrt(n)`` times the Q factor of a Gaussian matrix whose first column is
     all ones: a random orthogonal matrix with a constant first column. Its
@@ -138,6 +139,5 @@ def _signed_basis(n):
     # errs by at most n eps largest^2 / n per entry (with room to spare).
     rounding = 2.0 * n * np.finfo(np.float64).eps * max(largest, 1.0) ** 2
     deviation = float(np.sqrt((gram**2).sum())) + n * rounding
-    signed = np.concatenate([basis, -basis], axis=1)
-    signed.setflags(write=False)
-    return signed, deviation, largest
+    basis.setflags(write=False)
+    return basis, deviation, largest
