@@ -13,10 +13,11 @@ from sklearn_plm_explain._certify import fit_local_models
 from sklearn_plm_explain._design import basis_bounds, design, orthogonal_design
 
 
-def _cube(rng, d, n, radius, K=3, x_scale=1.0, intercept=20.0):
-    """An affine model's responses on a cube drawn by the orthogonal design."""
+def _cube(rng, d, n, radius, K=3, x_scale=1.0, intercept=20.0, scales=None):
+    """An affine model's responses on a cube drawn by the orthogonal design
+    (``scales``: per-feature units of the step, default 1)."""
     x0 = x_scale * rng.standard_normal((1, d))
-    step = np.full((1, d), radius)
+    step = np.full((1, d), radius) * (1.0 if scales is None else scales)
     u = orthogonal_design(rng, n, d)
     points = u * step + x0
     A = np.ones((1, n + 1, d + 1))
@@ -73,6 +74,30 @@ def test_fast_fit_is_within_its_bound_and_at_least_as_cautious(radius, seed):
     err = np.abs(slope[0] - G).sum(axis=0)
     level = max(1.0, sigma_hat.max() * 3.0)
     assert np.all(err <= level * se_x[0].sum())
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_fast_fit_with_feature_scales_of_many_orders(seed):
+    # The designs hold offsets in input units and the fits scale by the step
+    # in their products: steps from 1e-10 to 1e-2 (feature scales over eight
+    # orders) and rows far from 0 must fit as the QR fit of [1, U] does.
+    rng = np.random.default_rng(10 + seed)
+    d, n = 30, 35
+    scales = 10.0 ** rng.uniform(-6, 2, d)
+    A, Y, x0, step, G = _cube(rng, d, n, 1e-4, x_scale=50.0, scales=scales)
+    G = G / scales[:, None]  # slopes of every size in input units
+    Y = (np.vstack([x0, x0 + A[0, 1:, 1:]]) @ G + 3.0)[None]
+    tau = 1e-14 * (1.0 + 0.2 * rng.random((1, n + 1)))
+    Y = Y + tau[..., None] * rng.standard_normal(Y.shape)
+    fast = fit_local_models(A, Y, x0, step, False, tau, n_orthogonal=np.array([n + 1]))
+    slow = fit_local_models(A, Y, x0, step, False, tau)
+    assert np.all(fast[2] >= slow[2] * (1 - 1e-9))
+    assert np.all(fast[3] >= slow[3] * (1 - 1e-9))
+    # Each slope within its standard errors of the truth, feature by feature
+    # (the errors differ by orders of magnitude across features).
+    err = np.abs(fast[0][0] - G)
+    level = max(1.0, fast[2].max() * 3.0)
+    assert np.all(err <= 5.0 * level * fast[3][0][:, None])
 
 
 def test_fast_fit_standard_errors_cover_the_actual_scatter():
