@@ -39,6 +39,11 @@ _MAX_CORRECTED_RATE = 0.5
 # solve's error bound is this fraction of the smallest noise scale.
 _MAX_REFINE = 6
 _NEGLIGIBLE_SOLVE = 1e-3
+# Steps (radius times feature scale) outside this range are fitted in units of
+# the step: squares of offsets times squares of noise scales (1e-32) stay far
+# from the floating-point range's ends inside it.
+_TINY_STEP = 1e-60
+_HUGE_STEP = 1e60
 # The fast fit's closed-form bound on the standard errors is used while it
 # is within this fraction of the exact value.
 _LOOSE_VARIANCE = 0.01
@@ -159,6 +164,14 @@ def fit_local_models(A, Y, x0, step, centre, tau, n_orthogonal=None):
         Y = Y - Y.mean(axis=2, keepdims=True)
     # Column units of the designs: A = [1, U] diag(s).
     s = np.concatenate([np.ones((n, 1)), step], axis=1)
+    # Offsets of an extreme size (features of scale 1e-150 or 1e160) would
+    # under- or overflow in the products with the noise scales: those rows
+    # are fitted on their design in units of the step, [1, U], instead.
+    extreme = ~np.all((step > _TINY_STEP) & (step < _HUGE_STEP), axis=1)
+    if extreme.any():
+        A = A.copy()
+        A[extreme] /= s[extreme][:, None, :]
+        s[extreme] = 1.0
     n_orth = np.zeros(n, dtype=np.intp) if n_orthogonal is None else n_orthogonal
     beta = np.empty((n, p, Y.shape[2]))
     sigma_hat = np.empty((n, Y.shape[2]))
@@ -292,7 +305,8 @@ def _fit_orthogonal(A, Y, tau, eps, peak, s):
     var = np.repeat(((1.0 + eps) ** 2 * (t0 * (m - 1.0) + spread))[:, None], p - 1, 1)
     loose = spread > _LOOSE_VARIANCE * t0 * (m - 1.0)
     for i in np.flatnonzero(loose):
-        var[i] = tau2[i] @ A[i, :, 1:] ** 2 / s[i, 1:, 0] ** 2
+        # In units of the step first: tau^2 (x - x0)^2 may underflow.
+        var[i] = tau2[i] @ (A[i, :, 1:] / s[i, 1:, 0]) ** 2
     se = np.sqrt(var) / (m - 1.0)
     # The correction for the design's own error:
     # ||S^1/2 (M^-1 - I)|| <= tau_max sqrt(1 + eps) eps / (1 - eps).

@@ -711,3 +711,40 @@ def test_uncertified_policy_of_transform():
             raising.transform(rows)
         # Nothing to do when every row is certified.
         np.testing.assert_array_equal(raising.transform(rows[:5]), kept[:5])
+
+
+def _set_logistic(W, b):
+    lr = LogisticRegression()
+    lr.coef_, lr.intercept_ = np.atleast_2d(W), np.atleast_1d(b)
+    lr.classes_, lr.n_features_in_ = np.arange(2), lr.coef_.shape[1]
+    return lr
+
+
+@pytest.mark.parametrize(
+    "feature_scale, logit, kind",
+    [
+        (1e-150, 0.0, "decision_function"),
+        (1e-158, 25.0, "proba"),
+        (1e160, 0.0, "decision_function"),
+    ],
+)
+def test_features_of_extreme_scale_keep_their_bound(feature_scale, logit, kind):
+    # Offsets of 1e-150 or 1e160 in input units: squared and weighted by the
+    # noise scales they under- or overflow, so such rows are fitted in units
+    # of the step (an adversarial review found bounds of 1e-25 on errors of
+    # 1e-14, rows certified exact with errors of 1e-3, and NaN queries).
+    rng = np.random.default_rng(0)
+    d = 6
+    X = rng.standard_normal((60, d)) * feature_scale
+    lr = _set_logistic(rng.standard_normal(d) / feature_scale / np.sqrt(d), logit)
+    fn = lr if kind == "decision_function" else (lambda A: lr.predict_proba(A))
+    explainer = OpenAPIExplainer(
+        fn, init_radius=0.01, scale=np.full(d, feature_scale), random_state=0
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        e = explainer.fit(X).explain(X[:10])
+    err = _rel_l1_all_classes(e, lr, X[:10])
+    certified = np.isin(e.status, ["exact", "approximate"])
+    assert np.all(err[certified] <= e.error_bound[certified])
+    assert np.all(err[e.status == "exact"] <= RTOL)
