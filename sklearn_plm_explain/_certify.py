@@ -162,8 +162,7 @@ def fit_local_models(A, Y, x0, step, centre, tau, n_orthogonal=None):
     n, m, p = A.shape
     if centre:
         Y = Y - Y.mean(axis=2, keepdims=True)
-    # Column units of the designs: A = [1, U] diag(s).
-    s = np.concatenate([np.ones((n, 1)), step], axis=1)
+    s = column_units(step)
     # Offsets of an extreme size (features of scale 1e-150 or 1e160) would
     # under- or overflow in the products with the noise scales: those rows
     # are fitted on their design in units of the step, [1, U], instead.
@@ -209,6 +208,13 @@ def fit_local_models(A, Y, x0, step, centre, tau, n_orthogonal=None):
     slope = beta[:, 1:, :] / step[:, :, None]
     intercept = beta[:, 0, :] - np.einsum("nd,ndk->nk", x0, slope)
     return slope, intercept, sigma_hat, se_unit / step, dof
+
+
+def column_units(step):
+    """Units ``s`` (n, d + 1) of the designs' columns: a design of offsets
+    ``A = [1, x - x0]`` is ``[1, U] diag(s)``, so ``A / s[:, None, :]`` is
+    ``[1, U]``."""
+    return np.concatenate([np.ones((len(step), 1)), step], axis=1)
 
 
 def _fit_weighted(A, Y, tau):

@@ -83,16 +83,14 @@ def _gather_columns(basis, cols, out):
     columns: the rest is a few runs of adjacent columns, copied as blocks
     (several times faster than a gather of single columns at image width).
     """
-    if out.size <= _SMALL_DESIGN:
-        # Small designs: one gather costs less than the runs' calls.
-        out[...] = basis[:, cols]
-        return
-    starts = np.flatnonzero(np.diff(cols) != 1) + 1
-    if starts.size >= _MAX_RUNS:
-        out[...] = basis[:, cols]
-        return
-    for lo, hi in zip([0, *starts], [*starts, cols.size]):
-        out[:, lo:hi] = basis[:, cols[lo] : cols[lo] + hi - lo]
+    if out.size > _SMALL_DESIGN:
+        starts = np.flatnonzero(np.diff(cols) != 1) + 1
+        if starts.size < _MAX_RUNS:
+            for lo, hi in zip([0, *starts], [*starts, cols.size]):
+                out[:, lo:hi] = basis[:, cols[lo] : cols[lo] + hi - lo]
+            return
+    # Small designs, or many runs: one gather costs less than the runs' calls.
+    out[...] = basis[:, cols]
 
 
 def basis_bounds(n, d):

@@ -15,7 +15,12 @@ from typing import NamedTuple
 
 import numpy as np
 
-from sklearn_plm_explain._certify import BOUND_Z, fit_local_models, noise_inflation
+from sklearn_plm_explain._certify import (
+    BOUND_Z,
+    column_units,
+    fit_local_models,
+    noise_inflation,
+)
 from sklearn_plm_explain._chunk_state import Candidate
 from sklearn_plm_explain._precision import (
     NoiseModel,
@@ -209,8 +214,7 @@ class CubeJudge:
             finite = np.all(np.isfinite(delta), axis=(1, 2))
             delta = np.where(np.isfinite(delta), delta, 0.0)
             # The pseudo-inverse is taken of the scaled design [1, U].
-            U = A[g, :, 1:] / step[g][:, None, :]
-            B = np.concatenate([A[g, :, :1], U], axis=2)
+            B = A[g] / column_units(step[g])[:, None, :]
             part = worst_case_abs(B, tau[g], delta, step[g])
             wc[g] = np.where(finite[:, None], part, np.inf)
         return stat, wc
