@@ -41,7 +41,9 @@ C = 10 classes, one BLAS thread for the whole run:
    local model, not a rounding error), and the overlap of their top 10
    features by magnitude with the truth's;
 6. ``StableLIMEExplainer`` at d = 784 (continuous sampling): own time against
-   the model's.
+   the model's;
+7. the first radius: mean queries per row for ``init_radius`` from 5e-5 to
+   2e-4 at every width (the sweep behind the default).
 
 A table of the targets of the scale work closes the report. ``--explainer-kwargs``
 (JSON) is passed to every ``OpenAPIExplainer`` (e.g. ``'{"batch_size":
@@ -52,7 +54,7 @@ Benchmark-only dependencies: ``lime`` and ``shap`` (section 5).
 Usage::
 
     python benchmarks/bench_scale.py [--quick]
-        [--sections data widths memory jobs side slime]
+        [--sections data widths memory jobs side slime radii]
         [--widths 64 256 784 2048] [--rows 200 200 50 5]
         [--memory-rows 1000 20000] [--jobs-rows 100] [--side-rows 100]
         [--side-slow-rows 10]
@@ -90,7 +92,7 @@ from sklearn_plm_explain import (
     local_linear_model,
 )
 
-SECTIONS = ("data", "widths", "memory", "jobs", "side", "slime")
+SECTIONS = ("data", "widths", "memory", "jobs", "side", "slime", "radii")
 DEFAULT_ROWS = {64: 200, 256: 200, 784: 50, 2048: 5}
 QUICK = {
     "rows": {64: 20, 256: 10, 784: 3, 2048: 1},
@@ -107,6 +109,7 @@ TITLES = {
     "jobs": "4. n_jobs=2 against n_jobs=1 at d = 784 (wall time)",
     "side": "5. Side by side (CPU time per row, the model's included)",
     "slime": "6. StableLIMEExplainer at d = 784, continuous",
+    "radii": "7. First radius: mean queries per row / (d + 2) by init_radius",
 }
 
 
@@ -627,6 +630,32 @@ def section_slime(case, n_rows, kwargs, checks):
     )
 
 
+# -- 7. first radius -------------------------------------------------------------
+RADII = (5e-5, 6e-5, 7e-5, 8e-5, 9e-5, 1e-4, 2e-4)
+
+
+def section_radii(cases, widths, rows):
+    """The sweep behind the default ``init_radius``: mean queries per row on
+    each width's benchmark rows, and (in brackets) on as many rows after them
+    (fewer where the test split ends)."""
+    cols = ["init_radius"] + [f"d = {d}" for d in widths]
+    out = []
+    for r in RADII:
+        line = [f"{r:g}"]
+        for d, n in zip(widths, rows):
+            case = cases[d]
+            cells = []
+            for lo, hi in ((0, n), (n, min(2 * n, len(case["X_test"])))):
+                X = case["X_test"][lo:hi]
+                if not len(X):
+                    continue
+                e, _ = cpu_explain(case, X, {"init_radius": r})
+                cells.append(f"{(e.n_queries / (d + 2)).mean():.3f}")
+            line.append(cells[0] + (f" ({cells[1]})" if len(cells) > 1 else ""))
+        out.append(line)
+    print(table(cols, out))
+
+
 # -- report ----------------------------------------------------------------------
 def fmt(v):
     if isinstance(v, (bool, np.bool_, str, dict)):
@@ -725,6 +754,7 @@ def main():
         "side": lambda: section_side(
             cases, args.side_rows, args.side_slow_rows, kwargs, checks
         ),
+        "radii": lambda: section_radii(cases, args.widths, args.rows),
         "slime": lambda: section_slime(
             cases[784], args.slime_rows, json.loads(args.slime_kwargs), checks
         ),
