@@ -44,6 +44,9 @@ _NEGLIGIBLE_SOLVE = 1e-3
 # from the floating-point range's ends inside it.
 _TINY_STEP = 1e-60
 _HUGE_STEP = 1e60
+# Designs of at least this many bytes per row are fitted on views of their
+# batch, run by run of adjacent rows, instead of on a copy of a subset.
+_VIEW_BYTES = 2**18
 # The fast fit's closed-form bound on the standard errors is used while it
 # is within this fraction of the exact value.
 _LOOSE_VARIANCE = 0.01
@@ -190,10 +193,11 @@ def fit_local_models(A, Y, x0, step, centre, tau, n_orthogonal=None):
     if plain.all():
         # The usual case: no copy of the designs (the largest arrays here).
         beta, sigma_hat, se_unit = _fit_orthogonal(A, Y, tau, eps, peak, s)
-    elif plain.any():
-        beta[plain], sigma_hat[plain], se_unit[plain] = _fit_orthogonal(
-            A[plain], Y[plain], tau[plain], eps[plain], peak[plain], s[plain]
-        )
+    else:
+        for rows in _row_sets(plain, A[0].nbytes):
+            beta[rows], sigma_hat[rows], se_unit[rows] = _fit_orthogonal(
+                A[rows], Y[rows], tau[rows], eps[rows], peak[rows], s[rows]
+            )
     for i in np.flatnonzero(corrected):
         fit = _fit_corrected(A[i], Y[i], tau[i], eps[i], n_orth[i], heavy[i], s[i])
         if fit is None:
@@ -208,6 +212,18 @@ def fit_local_models(A, Y, x0, step, centre, tau, n_orthogonal=None):
     slope = beta[:, 1:, :] / step[:, :, None]
     intercept = beta[:, 0, :] - np.einsum("nd,ndk->nk", x0, slope)
     return slope, intercept, sigma_hat, se_unit / step, dof
+
+
+def _row_sets(mask, row_bytes):
+    """The rows of ``mask`` as index sets to fit together: slices of adjacent
+    rows (views, no copy) when one row's design is large, else all at once
+    (a copy, cheaper than a call per run of small designs)."""
+    if not mask.any():
+        return []
+    if row_bytes < _VIEW_BYTES:
+        return [mask]
+    edges = np.flatnonzero(np.diff(np.concatenate([[0], mask.view(np.int8), [0]])))
+    return [slice(lo, hi) for lo, hi in zip(edges[::2], edges[1::2])]
 
 
 def column_units(step):

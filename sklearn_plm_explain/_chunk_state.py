@@ -99,7 +99,8 @@ class ChunkState:
         self.result.n_iter[i] += 1
         self.candidates[i].append(candidate)
         if self.queries is not None:
-            self.candidate_points[i].append(self.cubes[i][0])
+            # A copy: the cube's points are in memory the next round reuses.
+            self.candidate_points[i].append(np.array(self.cubes[i][0]))
 
     def forget_candidates(self, i):
         """Drop row ``i``'s candidates (their noise model no longer holds)."""

@@ -35,6 +35,7 @@ from sklearn_plm_explain._search import (
     learned_radius,
     rows_per_group,
     search_in_groups,
+    workspace_scope,
 )
 from sklearn_plm_explain._validation import (
     class_indices,
@@ -114,6 +115,12 @@ class OpenAPIExplainer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         ``LogisticRegression`` (class labels) or ``LinearRegression`` there. To tune the explainer with
         ``GridSearchCV`` around an already fitted model, wrap the model in
         :class:`sklearn.frozen.FrozenEstimator` so that cloning keeps it.
+        The query array a model is called with is valid for that call only:
+        the explainer writes its next points into the same memory (as
+        :func:`sklearn.inspection.permutation_importance` reuses its permuted
+        copy), so a model that keeps its inputs (a log of queries) must copy
+        them; ``explain(..., return_queries=True)`` reports the points each
+        model was fitted on.
     response_method : {"auto", "predict_proba", "decision_function", "predict"}, \
             default="auto"
         What to query. ``"auto"`` uses ``predict`` for regressors, then
@@ -556,7 +563,10 @@ class OpenAPIExplainer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         table = self._blank(start, stop, config.return_queries)
         args = (X, target_idx, seed, frame, config)
         desc = "OpenAPIExplainer"
-        with _progress.progress_bar(stop - start, self.verbose, desc) as bar:
+        with (
+            _progress.progress_bar(stop - start, self.verbose, desc) as bar,
+            workspace_scope(),
+        ):
             try:
                 fill_in_groups(table, self._explain_rows, args, self.n_jobs, group, bar)
             except ModelResponseError as err:

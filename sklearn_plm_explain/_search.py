@@ -13,6 +13,8 @@ few fresh probes confirm it instead of a search.
 
 # SPDX-License-Identifier: BSD-3-Clause
 
+import threading
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import numpy as np
@@ -50,6 +52,8 @@ _FIRST_WAVE = 32
 _ARRAY_BYTES = 16 * 2**20
 # A learned first radius is this many times what nine in ten rows needed.
 _RADIUS_MARGIN = 2.0
+# The workspace of this thread's searches inside a workspace_scope.
+_THREAD = threading.local()
 
 
 def rows_per_group(d, n_witnesses, n_outputs):
@@ -71,17 +75,41 @@ def search_in_groups(config, make_black_box, X, target, seed, rows, per_group):
     group of ``per_group`` rows at a time; on a model failure the error's
     ``partial`` holds the rows of this slice finished so far."""
     tables = []
-    for a in range(rows.start, rows.stop, per_group):
-        b = min(a + per_group, rows.stop)
-        search = LocalModelSearch(config, make_black_box())
-        try:
-            tables.append(search.run(X[a:b], target[a:b], seed, offset=a))
-        except ModelResponseError as err:
-            if tables:
-                done = [] if err.partial is None else [err.partial]
-                err.partial = ResultTable.stacked([*tables, *done])
-            raise
+    # One workspace for all groups (and, inside a workspace_scope, for the
+    # later calls of this thread too): their rounds' points and designs are
+    # written into the same memory.
+    workspace = getattr(_THREAD, "workspace", None)
+    if workspace is None or workspace.busy:
+        workspace = Workspace()
+    workspace.busy = True
+    try:
+        for a in range(rows.start, rows.stop, per_group):
+            b = min(a + per_group, rows.stop)
+            search = LocalModelSearch(config, make_black_box(), workspace)
+            try:
+                tables.append(search.run(X[a:b], target[a:b], seed, offset=a))
+            except ModelResponseError as err:
+                if tables:
+                    done = [] if err.partial is None else [err.partial]
+                    err.partial = ResultTable.stacked([*tables, *done])
+                raise
+    finally:
+        workspace.busy = False
     return ResultTable.stacked(tables)
+
+
+@contextmanager
+def workspace_scope():
+    """Searches run by this thread inside the block share one
+    :class:`Workspace`, whose memory is let go at the block's end."""
+    outer = getattr(_THREAD, "workspace", None)
+    if outer is None:
+        _THREAD.workspace = Workspace()
+    try:
+        yield
+    finally:
+        if outer is None:
+            _THREAD.workspace = None
 
 
 def fill_in_groups(table, worker, args, n_jobs, group, bar):
@@ -172,6 +200,33 @@ class SearchConfig:
     return_queries: bool = False
 
 
+class Workspace:
+    """Memory reused for a search's largest arrays, round after round.
+
+    A round's points and its cubes' designs are written into buffers that
+    outlive the round: memory the process has touched before, where fresh
+    arrays of several megabytes cost the operating system's page faults again
+    (a third of our own time per row at d = 784 went to them). What a later
+    round still needs of a buffer is copied out of it first (see
+    :meth:`LocalModelSearch._release_points`).
+    """
+
+    def __init__(self):
+        self._buffers = {}
+        # Set while a search writes into it: a nested search gets its own.
+        self.busy = False
+
+    def array(self, name, shape):
+        """An uninitialised float64 array of ``shape`` in buffer ``name``,
+        which grows when it is too small (the array's earlier contents are
+        then gone with the old buffer)."""
+        size = int(np.prod(shape))
+        buffer = self._buffers.get(name)
+        if buffer is None or buffer.size < size:
+            buffer = self._buffers[name] = np.empty(size)
+        return buffer[:size].reshape(shape)
+
+
 class LocalModelSearch:
     """Certified local linear models of one chunk of rows.
 
@@ -181,6 +236,8 @@ class LocalModelSearch:
         What the search needs to know.
     black_box : BlackBox
         The model, as queried.
+    workspace : Workspace, default=None
+        Where the rounds' largest arrays are written; a new one if None.
 
     Attributes
     ----------
@@ -190,9 +247,10 @@ class LocalModelSearch:
         After :meth:`run`, the judge of their cubes.
     """
 
-    def __init__(self, config, black_box):
+    def __init__(self, config, black_box, workspace=None):
         self.config = config
         self.black_box = black_box
+        self.workspace = Workspace() if workspace is None else workspace
 
     def run(self, X, target, seed, offset=0):
         """Search the rows ``X`` (rows ``offset`` on of the batch).
@@ -342,7 +400,7 @@ class LocalModelSearch:
         # All of the round's points go into one block, written in place (at
         # image width they are the largest arrays of the search).
         ends = np.cumsum(counts)
-        Q = np.empty((int(ends[-1]), state.d))
+        Q = self.workspace.array("points", (int(ends[-1]), state.d))
         draws = [Q[b - k : b] for b, k in zip(ends, counts)]
         n_fit = rows.size + c_rows.size
         steps = self._cube_points(searches, rows, rngs, draws[: rows.size])
@@ -360,15 +418,25 @@ class LocalModelSearch:
         if r_rows.size:
             self._add_repeats(r_rows, parts[n_fit:])
         self._attempt(searches, rows, draws, parts, steps)
-        # A finished row's last cube is no longer needed.
-        for i in set(state.cubes).difference(searches):
-            del state.cubes[i]
         c_points = None
         if c_rows.size:
             c_points = Q[
                 ends[n_fit - 1] - counts[rows.size : n_fit].sum() : ends[n_fit - 1]
             ]
-        return self._confirm(confirm, c_rows, c_points, parts[rows.size : n_fit])
+        released = self._confirm(confirm, c_rows, c_points, parts[rows.size : n_fit])
+        self._release_points(searches, Q)
+        return released
+
+    def _release_points(self, searches, Q):
+        """Free the round's points ``Q`` for the next round: a finished row's
+        last cube is no longer needed, and the cube a row grows next round is
+        copied out of the reused memory."""
+        state = self.state
+        for i in set(state.cubes).difference(searches):
+            del state.cubes[i]
+        for i, (pts, resp) in state.cubes.items():
+            if searches[i].keep and np.may_share_memory(pts, Q):
+                state.cubes[i] = (pts.copy(), resp)
 
     def _cube_points(self, searches, rows, rngs, draws):
         """Write each searching row's next cube into ``draws``; its steps."""
@@ -485,10 +553,11 @@ class LocalModelSearch:
         L = L.reshape(R.shape)
         bad = bad.reshape(n, -1).any(axis=1)
         # The design [1, x - x0] of the fit, the origin first: the points as
-        # actually represented, not as drawn, built in place (these arrays are
-        # the largest of a round). The fit scales by the step itself, in its
+        # actually represented, not as drawn, built in reused memory (these
+        # arrays are the largest of a round; the judge is done with them
+        # before the next cubes are built). The fit scales by the step itself, in its
         # small products (fit_local_models): one pass over the design less.
-        A = np.empty((n, len(points[0]) + 1, d + 1))
+        A = self.workspace.array("design", (n, len(points[0]) + 1, d + 1))
         A[:, :, 0] = 1.0
         A[:, 0, 1:] = 0.0
         for j, (i, pts) in enumerate(zip(rows, points)):

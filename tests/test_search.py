@@ -6,6 +6,7 @@ import warnings
 
 import numpy as np
 import pytest
+import sklearn
 from sklearn.base import clone
 from sklearn.datasets import load_breast_cancer
 from sklearn.exceptions import ConvergenceWarning
@@ -123,3 +124,69 @@ def test_grid_search_over_lime_kernel_width_runs_at_any_width():
         with pytest.warns(ConvergenceWarning, match="fewer effective samples"):
             e = clone(best).set_params(kernel_width=0.1).fit(X).explain(X[:3])
         assert (e.status == "few_effective_samples").all()
+
+
+def _grown_cubes(monkeypatch):
+    """Count the rows whose next cube adds points to the last one."""
+    from sklearn_plm_explain._radius import RadiusSearch
+
+    grown = []
+    add_points = RadiusSearch._add_points
+
+    def counted(self, rel_error):
+        grown.append(rel_error)
+        return add_points(self, rel_error)
+
+    monkeypatch.setattr(RadiusSearch, "_add_points", counted)
+    return grown
+
+
+def test_reused_memory_changes_no_result(monkeypatch):
+    # The rounds' points and designs are written into memory reused from
+    # round to round and group to group; a cube grown in a later round keeps
+    # its earlier points. Against a run where every array is fresh: bitwise
+    # the same results, and every point reported was one the model saw.
+    from sklearn_plm_explain._search import Workspace
+
+    mlp, X = _bc_mlp()
+    seen = []
+
+    def proba(Z):
+        seen.append(np.array(Z))
+        return mlp.predict_proba(Z)
+
+    grown = _grown_cubes(monkeypatch)
+    explainer = OpenAPIExplainer(
+        proba, response_method="predict_proba", rtol=1e-10, random_state=0
+    ).fit(X)
+    rows = X[:160]
+    # Groups of a few rows: the workspace also passes from group to group.
+    with sklearn.config_context(working_memory=1), warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        reused = explainer.explain(rows, return_queries=True)
+    assert len(grown) >= 10
+    queried = np.concatenate(seen)
+    for q in reused.queries:
+        assert all(np.any(np.all(queried == p, axis=1)) for p in q)
+    monkeypatch.setattr(Workspace, "array", lambda self, name, shape: np.empty(shape))
+    with sklearn.config_context(working_memory=1), warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        fresh = explainer.explain(rows, return_queries=True)
+    for name in set(reused.fields) - {"queries"}:
+        np.testing.assert_array_equal(getattr(reused, name), getattr(fresh, name))
+    for a, b in zip(reused.queries, fresh.queries):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_workspace_grows_on_demand():
+    from sklearn_plm_explain._search import Workspace
+
+    ws = Workspace()
+    a = ws.array("points", (3, 4))
+    a[:] = 1.0
+    # Same size or smaller: the same memory.
+    assert np.shares_memory(ws.array("points", (2, 5)), a)
+    # Larger: new memory; the earlier array keeps its own values.
+    b = ws.array("points", (5, 4))
+    assert not np.shares_memory(a, b) and np.all(a == 1.0)
+    assert not np.shares_memory(ws.array("design", (3, 4)), b)
