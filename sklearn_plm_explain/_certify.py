@@ -385,27 +385,75 @@ def _fit_corrected(A, Y, tau, eps, n_orth, heavy, s):
 
     Yr = Y - Y[:1]
     wcol = w[:, None]
+    K = Y.shape[1]
     s = s[:, None]
     beta = solve(t_prod(A, wcol * Yr) / s)
     resid = Yr - prod(A, beta / s)
     e, err = q / (1.0 - q), 0.0
     floor = _NEGLIGIBLE_SOLVE * tau.min()
+    inv_tau2 = 1.0 / tau[:, None] ** 2
+    squares = None
     for _ in range(_MAX_REFINE):
-        update = solve(t_prod(A, wcol * resid) / s)
+        # One pass gives the update and what the residuals' sum of squares
+        # after it needs (see _squares_after).
+        both = t_prod(A, np.concatenate([wcol * resid, resid * inv_tau2], axis=1)) / s
+        update = solve(both[:, :K])
         beta += update
-        resid = Yr - prod(A, beta / s)
         err = e * np.sqrt((D[:, None] * update**2).sum(axis=0)).max()
         if err <= floor:
+            squares = _squares_after(
+                resid, update, both[:, K:], C, low, first, tau, eps
+            )
             break
+        resid = Yr - prod(A, beta / s)
+    if squares is None:
+        squares = ((resid / tau[:, None]) ** 2).sum(axis=0)
     beta[0] += Y[0]
     dof = m - p
-    sigma_hat = np.sqrt(((resid / tau[:, None]) ** 2).sum(axis=0) / dof)
+    sigma_hat = np.sqrt(squares / dof)
     # diag(G^-1) of the corrected inverse, by Woodbury again.
     diag = 1.0 / D - np.einsum("ij,ij->j", CD, linalg.lu_solve(lu, CD))
     diag = np.maximum(diag, 0.0) / (1.0 - q)
     c = (w * tau**2).max()
     se = np.sqrt(c * diag[1:]) + err / np.sqrt(D[1:])
     return beta, sigma_hat, se, dof
+
+
+def _squares_after(resid, update, weighted, C, low, first, tau, eps):
+    """An upper bound on ``sum_m ((resid - B update) / tau)^2`` per column,
+    without the pass over the design ``B`` that the residuals after
+    ``update`` would take.
+
+    ``weighted`` is ``B' (resid / tau^2)``, ``C`` the rows ``low`` of ``B``
+    (the heavy points and those added after the orthogonal block, the
+    points ``first``). The sum is ``sum (resid / tau)^2 - 2 update'
+    weighted + sum (B update / tau)^2``; the last term is summed exactly over
+    the rows of ``C``, and over the block's other points it is at most what
+    is left of ``||B_block update||^2 <= (1 + eps) update' D update``
+    (``||D^-1/2 B'B D^-1/2 - I|| <= eps``) over their smallest ``tau^2``.
+    Any coefficients' residuals are at least the weighted least-squares
+    minimum, so the noise estimate stays at least as strict; the bound
+    exceeds the exact sum by the spread of ``tau`` over the block's light
+    points (a few in a thousand).
+    """
+    n_orth = int(first.sum())
+    D = np.full((update.shape[0], 1), n_orth - 1.0)
+    D[0] = n_orth
+    moved = C @ update
+    in_block = first[low]
+    rest = (1.0 + eps) * (D * update**2).sum(axis=0) - (moved[in_block] ** 2).sum(
+        axis=0
+    )
+    light = first & ~low
+    quad = (moved / tau[low, None]) ** 2
+    own = ((resid / tau[:, None]) ** 2).sum(axis=0)
+    cross = 2.0 * (update * weighted).sum(axis=0)
+    total = own - cross + quad.sum(axis=0)
+    if light.any():
+        total = total + np.maximum(rest, 0.0) / tau[light].min() ** 2
+    # The terms' own rounding, with room to spare.
+    slack = 1e-12 * (own + np.abs(cross) + (D * update**2).sum(axis=0) / tau.min() ** 2)
+    return np.maximum(total + slack, 0.0)
 
 
 def _design_error(x0, step, n_orth):

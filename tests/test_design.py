@@ -303,3 +303,38 @@ def test_an_interaction_term_is_never_certified_as_piecewise_linear():
     sign = np.sign((e.values * truth).sum(axis=1))[:, None]
     err = np.abs(e.values - sign * truth).sum(1) / np.abs(truth).sum(1)
     assert np.all(err[e.converged] <= 1e-8), (e.status, err)
+
+
+@pytest.mark.parametrize("extra", [0, 12])
+@pytest.mark.parametrize("seed", range(3))
+def test_residual_squares_after_an_update_are_bounded_tightly(extra, seed):
+    # The corrected fit's last update is not followed by a pass over the
+    # design: the residuals' sum of squares after it is bounded from the
+    # residuals before it. The bound must be an upper bound, and tight,
+    # also for an update that moves mostly the heavy points.
+    from sklearn_plm_explain._certify import _squares_after
+
+    rng = np.random.default_rng(seed)
+    d, n, K = 30, 31, 4
+    B = np.ones((n + 1 + extra, d + 1))
+    B[0, 1:] = 0.0
+    B[1 : n + 1, 1:] = orthogonal_design(rng, n, d)
+    B[n + 1 :, 1:] = rng.standard_normal((extra, d))
+    first = np.arange(len(B)) < n + 1
+    tau = 1.0 + 0.002 * rng.random(len(B))
+    heavy = np.zeros(len(B), dtype=bool)
+    heavy[[3, 17]] = True
+    tau[heavy] = [40.0, 900.0]
+    low = heavy | ~first
+    eps = basis_bounds(n, d)[0]
+    resid = rng.standard_normal((len(B), K)) * tau[:, None]
+    D = np.full((d + 1, 1), float(n))
+    D[0] = n + 1
+    spread = rng.standard_normal((d + 1, K)) / np.sqrt(D)
+    toward_heavy = B[heavy].T @ rng.standard_normal((2, K)) * 30.0 / D
+    for update in (spread, toward_heavy, 1e-9 * spread):
+        weighted = B.T @ (resid / tau[:, None] ** 2)
+        bound = _squares_after(resid, update, weighted, B[low], low, first, tau, eps)
+        exact = (((resid - B @ update) / tau[:, None]) ** 2).sum(axis=0)
+        assert np.all(bound >= exact)
+        assert np.all(bound <= 1.01 * exact)
