@@ -9,7 +9,7 @@ over rows that share one design size, and free of model queries.
 import numpy as np
 from scipy import linalg, stats
 
-from sklearn_plm_explain._design import basis_bounds
+from sklearn_plm_explain._design import _basis, basis_bounds, exact_gram
 from sklearn_plm_explain._products import prod, t_prod
 
 EPS = np.finfo(np.float64).eps
@@ -108,7 +108,18 @@ def grid_rounded(P):
     return (P > 0) & (P < _SMALL_P) & (np.mod(P * 2.0**53, 1.0) == 0.0)
 
 
-def fit_local_models(A, Y, x0, step, centre, tau, n_orthogonal=None):
+def fit_local_models(
+    A,
+    Y,
+    x0,
+    step,
+    centre,
+    tau,
+    n_orthogonal=None,
+    layouts=None,
+    fill=None,
+    exact_basis=None,
+):
     """Least-squares fit of ``Y ~ A beta`` per row, with standard errors.
 
     Rows whose design starts with the closed-form orthogonal one (see
@@ -144,6 +155,18 @@ def fit_local_models(A, Y, x0, step, centre, tau, n_orthogonal=None):
         Per row, how many leading rows of ``A`` (the origin included) form an
         orthogonal design drawn by ``orthogonal_design``; 0 (or ``None`` for
         all rows) for none.
+    layouts : list of (int, ndarray, ndarray) or None, default=None
+        Per row, None or the ``(size, cols, sign)`` of its cube's one
+        orthogonal block (see ``orthogonal_design``) when its points are that
+        block exactly as drawn (see ``exact_offsets``): such rows are fitted
+        by products with their shared basis, and their rows of ``A`` are
+        not read unless ``fill(i)`` wrote them (it is called for every row
+        fitted otherwise). None for every row read from ``A``.
+    fill : callable or None, default=None
+        ``fill(i)`` writes row ``i`` of ``A``; with ``layouts``.
+    exact_basis : ndarray of shape (n,) of bool, default=None
+        Which rows' orthogonal designs were drawn from the exact basis
+        (``orthogonal_design(..., exact=True)``); None for none.
 
     Returns
     -------
@@ -166,14 +189,7 @@ def fit_local_models(A, Y, x0, step, centre, tau, n_orthogonal=None):
     if centre:
         Y = Y - Y.mean(axis=2, keepdims=True)
     s = column_units(step)
-    # Offsets of an extreme size (features of scale 1e-150 or 1e160) would
-    # under- or overflow in the products with the noise scales: those rows
-    # are fitted on their design in units of the step, [1, U], instead.
     extreme = ~np.all((step > _TINY_STEP) & (step < _HUGE_STEP), axis=1)
-    if extreme.any():
-        A = A.copy()
-        A[extreme] /= s[extreme][:, None, :]
-        s[extreme] = 1.0
     n_orth = np.zeros(n, dtype=np.intp) if n_orthogonal is None else n_orthogonal
     beta = np.empty((n, p, Y.shape[2]))
     sigma_hat = np.empty((n, Y.shape[2]))
@@ -181,13 +197,36 @@ def fit_local_models(A, Y, x0, step, centre, tau, n_orthogonal=None):
     dof = np.full(n, m - p, dtype=np.intp)
     eps, peak = np.full(n, np.inf), np.full(n, np.inf)
     ok = n_orth >= p + 1
+    exact = np.zeros(n, dtype=bool) if exact_basis is None else exact_basis
     if ok.any():
-        eps[ok], peak[ok] = _design_error(x0[ok], step[ok], n_orth[ok])
+        eps[ok], peak[ok] = _design_error(x0[ok], step[ok], n_orth[ok], exact[ok])
     # Points much noisier than the least noisy one get their weighted-fit
     # weights through a low-rank correction.
     heavy = tau > HEAVY_NOISE * tau.min(axis=1)[:, None]
     rank = heavy.sum(axis=1) + (m - n_orth)
     ok &= eps <= MAX_DESIGN_ERROR
+    done = np.zeros(n, dtype=bool)
+    if layouts is not None:
+        drawn = np.array([lay is not None for lay in layouts]) & (n_orth == m)
+        drawn &= ~extreme
+        if drawn.any():
+            rows = np.flatnonzero(drawn)
+            fit = _fit_basis(
+                Y[rows], tau[rows], heavy[rows], [layouts[i] for i in rows], step[rows]
+            )
+            got = rows[fit[3]]
+            beta[got], sigma_hat[got], se_unit[got] = (f[fit[3]] for f in fit[:3])
+            done[got] = True
+        for i in np.flatnonzero(~done):
+            fill(i)
+    # Offsets of an extreme size (features of scale 1e-150 or 1e160) would
+    # under- or overflow in the products with the noise scales: those rows
+    # are fitted on their design in units of the step, [1, U], instead.
+    if extreme.any():
+        A = A.copy()
+        A[extreme] /= s[extreme][:, None, :]
+        s[extreme] = 1.0
+    ok &= ~done
     plain = ok & (rank == 0)
     corrected = ok & (rank > 0) & (rank <= MAX_CORRECTION * p)
     if plain.all():
@@ -204,7 +243,7 @@ def fit_local_models(A, Y, x0, step, centre, tau, n_orthogonal=None):
             corrected[i] = False
             continue
         beta[i], sigma_hat[i], se_unit[i], dof[i] = fit
-    slow = ~(plain | corrected)
+    slow = ~(plain | corrected | done)
     if slow.any():
         beta[slow], sigma_hat[slow], se_unit[slow] = _fit_weighted(
             A[slow] / s[slow, None, :], Y[slow], tau[slow]
@@ -212,6 +251,220 @@ def fit_local_models(A, Y, x0, step, centre, tau, n_orthogonal=None):
     slope = beta[:, 1:, :] / step[:, :, None]
     intercept = beta[:, 0, :] - np.einsum("nd,ndk->nk", x0, slope)
     return slope, intercept, sigma_hat, se_unit / step, dof
+
+
+class _BasisProducts:
+    """Products with the designs ``[1, U]`` of rows whose cubes are their
+    drawn orthogonal designs, bit for bit (see
+    :func:`~sklearn_plm_explain._design.exact_offsets`): ``U = basis[:, cols]
+    * sign``, the origin first. All rows share one basis, so each product of
+    all their designs is one matrix product with that basis (instead of a
+    pass over every row's design, the largest arrays of a round).
+    """
+
+    def __init__(self, basis, gram, cols, sign):
+        self.basis, self.gram_matrix, self.cols, self.sign = basis, gram, cols, sign
+
+    def _scatter(self, beta):
+        """(n, R k): each row's ``beta`` on its basis columns, with signs
+        (the intercept on the constant column 0)."""
+        R, _, k = beta.shape
+        Z = np.zeros((R, self.basis.shape[0], k))
+        Z[:, 0] = beta[:, 0]
+        signed = beta[:, 1:] * self.sign[:, :, None]
+        np.put_along_axis(Z, self.cols[:, :, None], signed, axis=1)
+        return np.ascontiguousarray(Z.transpose(1, 0, 2)).reshape(-1, R * k)
+
+    def _gather(self, G, R, k):
+        """The inverse of :meth:`_scatter` for a product ``G`` (n, R k)."""
+        G = G.reshape(-1, R, k).transpose(1, 0, 2)
+        out = np.empty((R, self.cols.shape[1] + 1, k))
+        out[:, 0] = G[:, 0]
+        out[:, 1:] = np.take_along_axis(G, self.cols[:, :, None], axis=1)
+        out[:, 1:] *= self.sign[:, :, None]
+        return out
+
+    def gram(self, beta):
+        """``[1, U]'[1, U] beta`` per row, from the basis's Gram matrix: the
+        origin ``[1, 0]`` adds ``beta_0`` to the intercept's row."""
+        R, _, k = beta.shape
+        out = self._gather(prod(self.gram_matrix, self._scatter(beta)), R, k)
+        out[:, 0] += beta[:, 0]
+        return out
+
+    def t(self, V):
+        """``[1, U]' V`` per row, for ``V`` (R, m, k); shape (R, d + 1, k)."""
+        R, m, k = V.shape
+        W = np.ascontiguousarray(V[:, 1:, :].transpose(1, 0, 2)).reshape(m - 1, R * k)
+        G = t_prod(self.basis, W).reshape(m - 1, R, k).transpose(1, 0, 2)
+        out = np.empty((R, self.cols.shape[1] + 1, k))
+        out[:, 0] = V.sum(axis=1)
+        out[:, 1:] = np.take_along_axis(G, self.cols[:, :, None], axis=1)
+        out[:, 1:] *= self.sign[:, :, None]
+        return out
+
+    def p(self, beta):
+        """``[1, U] beta`` per row, for ``beta`` (R, d + 1, k); (R, m, k)."""
+        R, _, k = beta.shape
+        n = self.basis.shape[0]
+        Z = np.zeros((R, n, k))
+        signed = beta[:, 1:] * self.sign[:, :, None]
+        np.put_along_axis(Z, self.cols[:, :, None], signed, axis=1)
+        Z = np.ascontiguousarray(Z.transpose(1, 0, 2)).reshape(n, R * k)
+        out = np.empty((R, n + 1, k))
+        out[:, 0] = beta[:, 0]
+        out[:, 1:] = prod(self.basis, Z).reshape(n, R, k).transpose(1, 0, 2)
+        out[:, 1:] += beta[:, :1]
+        return out
+
+    def rows(self, r, points):
+        """Rows ``points`` (indices, the origin 0) of row ``r``'s design."""
+        out = np.zeros((points.size, self.cols.shape[1] + 1))
+        out[:, 0] = 1.0
+        drawn = points >= 1
+        block = self.basis[points[drawn] - 1][:, self.cols[r]]
+        out[drawn, 1:] = block * self.sign[r]
+        return out
+
+    def subset(self, rows):
+        return _BasisProducts(
+            self.basis, self.gram_matrix, self.cols[rows], self.sign[rows]
+        )
+
+    def squares(self, weights):
+        """``sum_m weights_m U_mj^2`` per row, for ``weights`` (R, m)."""
+        G = t_prod(self.basis**2, weights[:, 1:].T)
+        return np.take_along_axis(G.T, self.cols, axis=1)
+
+
+def _fit_basis(Y, tau, heavy, layouts, step):
+    """Least squares on rows whose cubes are their drawn orthogonal designs:
+    every product over all rows at once (:class:`_BasisProducts`).
+
+    The same fits and bounds as :func:`_fit_orthogonal` (rows without heavy
+    points) and :func:`_fit_corrected` (rows with some), whose notation this
+    follows, with the design's deviation ``eps`` that of its basis alone (the
+    points are the drawn ones). The residuals' sum of squares after the last
+    update is bounded by :func:`_squares_after`. Rows whose correction is
+    not small are declined: returns ``(beta, sigma_hat, se, fitted)``.
+    """
+    R, m, K = Y.shape
+    size, d = m - 1, step.shape[1]
+    p = d + 1
+    basis, eps, peak = _basis(size, exact=True)
+    ops = _BasisProducts(
+        basis,
+        exact_gram(size),
+        np.stack([lay[1] for lay in layouts]),
+        np.stack([lay[2] for lay in layouts]),
+    )
+    D = np.full((p, 1), m - 1.0)
+    D[0] = m
+    level = Y[:, :1, :]
+    Yr = Y - level
+    w = np.where(heavy, (tau.min(axis=1)[:, None] / tau) ** 2, 1.0)
+    fitted = heavy.sum(axis=1) <= MAX_CORRECTION * p
+    e = np.full(R, eps / (1.0 - eps))
+    corrections = {}
+    for r in np.flatnonzero(heavy.any(axis=1) & fitted):
+        corr = _woodbury(ops.rows(r, np.flatnonzero(heavy[r])), w[r][heavy[r]], D, eps)
+        if corr is None:
+            fitted[r] = False
+        else:
+            corrections[r] = corr
+            e[r] = corr[3] / (1.0 - corr[3])
+
+    def solve(P):
+        out = P / D
+        for r, (CD, lu, _, _) in corrections.items():
+            out[r] -= CD.T @ linalg.lu_solve(lu, CD @ P[r])
+        return out
+
+    def gram(beta):
+        # The weighted Gram matrix: the heavy rows' weights go down.
+        out = ops.gram(beta)
+        for r, C in heavy_rows.items():
+            out[r] += C.T @ ((w[r][heavy[r]] - 1.0)[:, None] * (C @ beta[r]))
+        return out
+
+    heavy_rows = {r: ops.rows(r, np.flatnonzero(heavy[r])) for r in corrections}
+    wcol = w[:, :, None]
+    # The exact basis is orthogonal to about 1e-8 only: one step with its
+    # Gram matrix, cheap, brings the first solve to the rounding level, and
+    # the refinement below to the noise's.
+    b = ops.t(wcol * Yr)
+    beta = solve(b)
+    beta += solve(b - gram(beta))
+    resid = Yr - ops.p(beta)
+    floor = _NEGLIGIBLE_SOLVE * tau.min(axis=1)
+    inv_tau2 = 1.0 / tau[:, :, None] ** 2
+    squares = np.empty((R, K))
+    err = np.zeros(R)
+    active = fitted.copy()
+    first = np.ones(m, dtype=bool)
+    for _ in range(_MAX_REFINE):
+        both = ops.t(np.concatenate([wcol * resid, resid * inv_tau2], axis=2))
+        update = solve(both[:, :, :K])
+        beta[active] += update[active]
+        sizes = e * np.sqrt((D * update**2).sum(axis=1)).max(axis=1)
+        err[active] = sizes[active]
+        done = active & (sizes <= floor)
+        plain = done & ~heavy.any(axis=1)
+        squares[plain] = _plain_squares_after(
+            resid[plain],
+            update[plain],
+            both[plain, :, K:],
+            tau[plain],
+            np.full(plain.sum(), eps),
+            D,
+        )
+        for r in np.flatnonzero(done & ~plain):
+            low = heavy[r]
+            C = ops.rows(r, np.flatnonzero(low))
+            squares[r] = _squares_after(
+                resid[r], update[r], both[r, :, K:], C, low, first, tau[r], eps
+            )
+        active &= ~done
+        if not active.any():
+            break
+        resid[active] = (Yr - ops.p(beta))[active]
+    for r in np.flatnonzero(active):
+        squares[r] = ((resid[r] / tau[r, :, None]) ** 2).sum(axis=0)
+    beta[:, 0, :] += level[:, 0, :]
+    sigma_hat = np.sqrt(squares / (m - p))
+    # Standard errors: the closed form of _fit_orthogonal for rows without
+    # heavy points, the corrected inverse's of _fit_corrected for the others.
+    tau2 = tau**2
+    t0 = tau2.min(axis=1)
+    spread = peak**2 * (tau2 - t0[:, None]).sum(axis=1)
+    var = np.repeat(((1.0 + eps) ** 2 * (t0 * (m - 1.0) + spread))[:, None], d, 1)
+    # (Rows with heavy points take the corrected inverse's below.)
+    loose = (spread > _LOOSE_VARIANCE * t0 * (m - 1.0)) & ~heavy.any(axis=1)
+    if loose.any():
+        var[loose] = ops.subset(loose).squares(tau2[loose])
+    se = np.sqrt(var) / (m - 1.0)
+    se += (np.sqrt(tau2.max(axis=1) * (1.0 + eps)) * e / np.sqrt(m - 1.0))[:, None]
+    se += (err / np.sqrt(m - 1.0))[:, None]
+    for r, (_, _, diag, q) in corrections.items():
+        c = (w[r] * tau2[r]).max()
+        se[r] = np.sqrt(c * diag[1:]) + err[r] / np.sqrt(D[1:, 0])
+    return beta, sigma_hat, se, fitted
+
+
+def _woodbury(C, w, D, eps):
+    """The low-rank correction of the Gram matrix ``D`` for the design rows
+    ``C`` whose weights go down to ``w``: ``(CD, lu, diag, q)`` as in
+    :func:`_fit_corrected`, or None when the correction is not small."""
+    Dv = D[:, 0]
+    H = C * np.sqrt(1.0 - w)[:, None] / np.sqrt(Dv)
+    lam = 1.0 - np.linalg.norm(H, 2) ** 2
+    q = eps / lam if lam > 0 else np.inf
+    if not q < _MAX_CORRECTED_RATE:
+        return None
+    CD = C / Dv
+    lu = linalg.lu_factor(np.diag(1.0 / (w - 1.0)) + CD @ C.T)
+    diag = 1.0 / Dv - np.einsum("ij,ij->j", CD, linalg.lu_solve(lu, CD))
+    return CD, lu, np.maximum(diag, 0.0) / (1.0 - q), q
 
 
 def _row_sets(mask, row_bytes):
@@ -456,7 +709,19 @@ def _squares_after(resid, update, weighted, C, low, first, tau, eps):
     return np.maximum(total + slack, 0.0)
 
 
-def _design_error(x0, step, n_orth):
+def _plain_squares_after(resid, update, weighted, tau, eps, D):
+    """:func:`_squares_after` for rows (n, m, K) without heavy or added
+    points, at once: ``sum (resid / tau)^2 - 2 update' weighted`` plus at
+    most ``(1 + eps) update' D update`` over the smallest ``tau^2``."""
+    own = ((resid / tau[:, :, None]) ** 2).sum(axis=1)
+    cross = 2.0 * (update * weighted).sum(axis=1)
+    quad = (D * update**2).sum(axis=1) / (tau.min(axis=1) ** 2)[:, None]
+    total = own - cross + (1.0 + np.asarray(eps))[:, None] * quad
+    slack = 1e-12 * (own + np.abs(cross) + quad)
+    return np.maximum(total + slack, 0.0)
+
+
+def _design_error(x0, step, n_orth, exact):
     """Bounds on the orthogonal designs: ``eps`` (n,) and ``peak`` (n,).
 
     ``eps`` bounds ``||D^-1/2 A'A D^-1/2 - I||`` for the design ``A`` as
@@ -475,8 +740,10 @@ def _design_error(x0, step, n_orth):
     d = x0.shape[1]
     eps, peak = np.empty(n_orth.size), np.empty(n_orth.size)
     for size in np.unique(n_orth):
-        rows = n_orth == size
-        eps[rows], peak[rows] = basis_bounds(int(size) - 1, d)
+        for kind in (False, True):
+            rows = (n_orth == size) & (exact == kind)
+            if rows.any():
+                eps[rows], peak[rows] = basis_bounds(int(size) - 1, d, kind)
     m = n_orth.astype(np.float64)
     entry = EPS * (3.0 * peak[:, None] + np.abs(x0 / step))
     delta = np.sqrt((m - 1.0) * (entry**2).sum(axis=1))

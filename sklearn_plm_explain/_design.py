@@ -13,9 +13,18 @@ _BASIS_SEED = 20261202
 # design is gathered column by column (measured crossover: d about 128).
 _MAX_RUNS = 32
 _SMALL_DESIGN = 128 * 132
+# The bases' entries are multiples of 2^-_BASIS_BITS and the cubes' steps
+# have _STEP_BITS significant bits, so that a step times an entry is exact
+# and lies on a grid that the explained row's own digits share (see
+# exact_offsets).
+_BASIS_BITS = 26
+_STEP_BITS = 8
+# A feature whose coordinate lies just below a power of two has its step
+# halved up to this many times for its points to stay exact.
+_MAX_HALVINGS = 8
 
 
-def design(rng, n, d, fresh, out=None, scale=None):
+def design(rng, n, d, fresh, out=None, scale=None, layout=None, exact=False):
     """Query offsets in units of the step: ``n`` points in ``d`` dimensions.
 
     A fresh cube gets the orthogonal design of :func:`orthogonal_design`;
@@ -23,19 +32,22 @@ def design(rng, n, d, fresh, out=None, scale=None):
     cube is a general least-squares fit). ``out``, an (n, d) float64 array
     with contiguous rows, receives the design instead of a new array;
     ``scale`` (d,) multiplies its columns (the same numbers as multiplying
-    the returned design).
+    the returned design). ``layout`` and ``exact`` as in
+    :func:`orthogonal_design`.
     """
     if out is None:
         out = np.empty((n, d))
     if fresh and n >= d + 1:
-        return orthogonal_design(rng, n, d, out=out, scale=scale)
+        return orthogonal_design(
+            rng, n, d, out=out, scale=scale, layout=layout, exact=exact
+        )
     rng.standard_normal((n, d), out=out)
     if scale is not None:
         out *= scale
     return out
 
 
-def orthogonal_design(rng, n, d, out=None, scale=None):
+def orthogonal_design(rng, n, d, out=None, scale=None, layout=None, exact=False):
     """``n`` points whose design ``[1, U]`` has orthogonal columns of norm ``n``.
 
     The columns are ``d`` of the ``n - 1`` non-constant columns of a random
@@ -61,6 +73,11 @@ def orthogonal_design(rng, n, d, out=None, scale=None):
     least ``d + 1`` each: a sum of orthogonal designs is orthogonal, and the
     bases stay of size about ``d``. Drawing costs O(n d) once the basis of a
     size is built (O(n^3), once per size and process).
+
+    ``layout``, a list, receives each block's ``(size, cols, sign)``: its
+    basis size, the basis columns drawn and their signs (the block is
+    ``_basis(size, exact)[0][:, cols] * sign * scale``). ``exact`` draws from
+    the basis rounded to the grid of :func:`exact_offsets`.
     """
     out = np.empty((n, d)) if out is None else out
     start = 0
@@ -68,10 +85,12 @@ def orthogonal_design(rng, n, d, out=None, scale=None):
         cols = 1 + np.sort(rng.choice(size - 1, size=d, replace=False))
         negative = rng.choice(np.array([False, True]), size=d)
         block = out[start : start + size]
-        _gather_columns(_basis(size)[0], cols, block)
+        _gather_columns(_basis(size, exact)[0], cols, block)
         # Signs and scale in one pass: (-b) s and b (-s) are the same number.
         sign = np.where(negative, -1.0, 1.0)
         block *= sign if scale is None else sign * scale
+        if layout is not None:
+            layout.append((size, cols, sign))
         start += size
     return out
 
@@ -93,7 +112,65 @@ def _gather_columns(basis, cols, out):
     out[...] = basis[:, cols]
 
 
-def basis_bounds(n, d):
+def exact_step(step):
+    """``step`` rounded down to ``_STEP_BITS`` significant bits (by at most
+    0.4 %): its products with a basis entry are exact."""
+    mantissa, exponent = np.frexp(step)
+    return np.ldexp(np.floor(np.ldexp(mantissa, _STEP_BITS)), exponent - _STEP_BITS)
+
+
+def fit_step_below(x0, step, largest, max_halvings=_MAX_HALVINGS):
+    """``step`` with each feature's step halved as often as it takes (at most
+    ``max_halvings`` times) for ``|x0| + step * largest`` to stay below the
+    binade of ``x0`` that the offsets' exactness needs (see
+    :func:`exact_offsets`); a coordinate just below a power of two otherwise
+    has its points' sums on a coarser grid."""
+    _, E = np.frexp(x0)
+    gap = np.ldexp(1.0, E) - np.abs(x0)
+    need = np.where(
+        x0 == 0, 0.0, step * largest / np.maximum(gap, np.finfo(float).tiny)
+    )
+    halvings = np.clip(np.ceil(np.log2(np.maximum(need, 1.0)) + 1e-9), 0, max_halvings)
+    halvings = np.where(need >= 1.0, np.maximum(halvings, 1), 0)
+    return np.ldexp(step, -halvings.astype(int))
+
+
+def exact_offsets(x0, step, largest):
+    """Whether the points ``x0 + step * u`` of a design with entries ``|u| <=
+    largest`` are represented exactly, and read back as ``x - x0`` exactly:
+    the drawn design is then the fitted one, bit for bit.
+
+    ``step`` must come from :func:`exact_step`. Every offset ``step * u`` is
+    then exact (at most 8 + 29 significant bits) and a multiple of ``2^(e -
+    _STEP_BITS - _BASIS_BITS)``, ``2^e`` the step's binade above it. Its sum
+    with a coordinate ``x0`` of binade ``[2^(E-1), 2^E)`` is exact when that
+    grid is no finer than ``x0``'s (``2^(E-53)``) and the sum stays below
+    ``2^E`` in magnitude; a zero coordinate gives the offset itself. The
+    difference ``x - x0`` of two exact numbers that equals an exact number is
+    computed exactly.
+    """
+    return bool(np.all(_exact_columns(x0, step, largest)))
+
+
+def _exact_columns(x0, step, largest):
+    _, e = np.frexp(step)
+    _, E = np.frexp(x0)
+    on_grid = e - _STEP_BITS - _BASIS_BITS >= E - 53
+    below = np.abs(x0) + step * largest < np.ldexp(1.0, E)
+    return (x0 == 0) | (on_grid & below)
+
+
+@lru_cache(maxsize=6)
+def exact_gram(n):
+    """``B'B`` of the exact basis of size ``n`` (read-only; see
+    :func:`_basis`)."""
+    basis = _basis(n, exact=True)[0]
+    gram = basis.T @ basis
+    gram.setflags(write=False)
+    return gram
+
+
+def basis_bounds(n, d, exact=False):
     """What the fits may assume of an orthogonal design of ``n`` points.
 
     Returns ``(deviation, largest)``: a bound on ``||D^-1/2 B'B D^-1/2 -
@@ -102,9 +179,14 @@ def basis_bounds(n, d):
     norm), measured once when the basis was built, with the rounding of that
     measurement added; and the largest entry of ``U`` in absolute value.
     """
-    bounds = [_basis(size)[1:] for size in _block_sizes(n, d)]
+    bounds = [_basis(size, exact)[1:] for size in _block_sizes(n, d)]
     # A sum of blocks deviates by at most their largest relative deviation.
     return max(b[0] for b in bounds), max(b[1] for b in bounds)
+
+
+def single_block(n, d):
+    """Whether a design of ``n`` points in ``d`` dimensions is one block."""
+    return len(_block_sizes(n, d)) == 1
 
 
 def _block_sizes(n, d):
@@ -112,11 +194,12 @@ def _block_sizes(n, d):
     return [n // k + (b < n % k) for b in range(k)]
 
 
-@lru_cache(maxsize=6)
-def _basis(n):
+@lru_cache(maxsize=12)
+def _basis(n, exact=False):
     """The basis of size ``n`` (columns 1 to n - 1 used), with its measured
     deviation and largest entry (signs are the design's, see
-    :func:`orthogonal_design`).
+    :func:`orthogonal_design`). ``exact`` rounds its entries to the grid
+    :func:`exact_offsets` needs (the same draw otherwise).
 
     ``sqrt(n)`` times the Q factor of a Gaussian matrix whose first column is
     all ones: a random orthogonal matrix with a constant first column. Its
@@ -129,13 +212,23 @@ def _basis(n):
     Q, R = np.linalg.qr(G)
     Q *= np.sign(np.diag(R))
     basis = np.sqrt(n) * Q
+    if exact:
+        # Entries on the grid of 2^-_BASIS_BITS (see exact_offsets); the
+        # deviation this adds (about 1e-8) is measured below with the rest.
+        basis = np.round(basis * 2.0**_BASIS_BITS) / 2.0**_BASIS_BITS
     basis[:, 0] = 1.0
     gram = basis.T @ basis / n
     np.fill_diagonal(gram, gram.diagonal() - 1.0)
     largest = float(np.abs(basis[:, 1:]).max())
     # The Frobenius norm bounds the spectral one; the Gram's own rounding
     # errs by at most n eps largest^2 / n per entry (with room to spare).
+    # The grid's rounding spreads over every entry, where the Frobenius norm
+    # is tens of times the spectral one: for the exact basis the spectral
+    # norm is computed (once per size), with a margin for its own rounding.
     rounding = 2.0 * n * np.finfo(np.float64).eps * max(largest, 1.0) ** 2
-    deviation = float(np.sqrt((gram**2).sum())) + n * rounding
+    measured = (
+        np.linalg.norm(gram, 2) * (1.0 + 1e-6) if exact else np.sqrt((gram**2).sum())
+    )
+    deviation = float(measured) + n * rounding
     basis.setflags(write=False)
     return basis, deviation, largest

@@ -45,7 +45,11 @@ class Cubes:
     model returns them, else None; ``bad`` (n,) marks cubes with an unusable
     response (a probability of 0), ``model`` is the rows' noise model and
     ``n_orthogonal`` (n,) how many leading points of each cube (the row
-    itself included) form an orthogonal design, 0 for a factorised fit.
+    itself included) form an orthogonal design, 0 for a factorised fit;
+    ``layouts`` and ``fill`` as in
+    :func:`~sklearn_plm_explain._certify.fit_local_models` (rows of ``A`` of
+    cubes that are their drawn design are written only on demand), and
+    ``exact_basis`` (n,) which rows drew from the exact basis.
     """
 
     rows: np.ndarray
@@ -56,6 +60,9 @@ class Cubes:
     bad: np.ndarray
     model: NoiseModel
     n_orthogonal: np.ndarray
+    layouts: list | None = None
+    fill: object = None
+    exact_basis: np.ndarray | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -146,6 +153,9 @@ class CubeJudge:
             self.centre,
             tau,
             n_orthogonal=cubes.n_orthogonal,
+            layouts=cubes.layouts,
+            fill=cubes.fill,
+            exact_basis=cubes.exact_basis,
         )
         # One noise level for all columns: the centred log-ratios share their
         # rounding errors, and a column whose own residuals are small by

@@ -108,8 +108,13 @@ class RadiusSearch:
         self.n_new = n_features + n_witnesses
         self.keep = False
         # Leading points of the current cube (the origin included) that form
-        # an orthogonal design, set when a cube is drawn.
+        # an orthogonal design, set when a cube is drawn; and the layout of
+        # that design when the cube's points are it exactly (else None).
         self.n_orthogonal = 0
+        self.layout = None
+        # The step of the row's cubes when they are drawn from the exact
+        # basis (decided by each fresh cube), else None.
+        self.exact_basis = None
 
     def _excess(self, att):
         if att.bad:

@@ -25,9 +25,16 @@ from sklearn_plm_explain._blackbox import (
     map_row_chunks,
     row_generators,
 )
-from sklearn_plm_explain._certify import grid_rounded
+from sklearn_plm_explain._certify import _HUGE_STEP, _TINY_STEP, grid_rounded
 from sklearn_plm_explain._chunk_state import ChunkState
-from sklearn_plm_explain._design import design
+from sklearn_plm_explain._design import (
+    basis_bounds,
+    design,
+    exact_offsets,
+    exact_step,
+    fit_step_below,
+    single_block,
+)
 from sklearn_plm_explain._judge import CubeJudge, Cubes
 from sklearn_plm_explain._precision import NOISE_CAP
 from sklearn_plm_explain._radius import RadiusSearch
@@ -198,6 +205,12 @@ class SearchConfig:
     reuse_regions: bool = False
     response_precision: str | float = "auto"
     return_queries: bool = False
+
+
+def _moderate(step):
+    """Steps whose products and sums stay far from the floating-point range's
+    ends (see ``fit_local_models``)."""
+    return bool(np.all((step > _TINY_STEP) & (step < _HUGE_STEP)))
 
 
 class Workspace:
@@ -441,19 +454,58 @@ class LocalModelSearch:
     def _cube_points(self, searches, rows, rngs, draws):
         """Write each searching row's next cube into ``draws``; its steps."""
         steps = []
+        d = self.state.d
         for i, pts in zip(rows, draws):
             search = searches[i]
+            x0 = self.state.X[i]
             step = search.radius * self._row_scale(search)
+            fresh = not search.keep
+            if fresh:
+                search.exact_basis = self._exact_step(x0, step, search.n_new)
+            if search.exact_basis is not None:
+                # A step of a few significant bits, a little smaller for a
+                # coordinate just below a power of two: the drawn offsets are
+                # then exact (see exact_offsets). Points added to the cube
+                # later keep it.
+                step = search.exact_basis
             # The design is written where the points go, scaled on the way:
             # no other array of the cube's size is allocated.
-            fresh = not search.keep
-            design(rngs[i], search.n_new, self.state.d, fresh, out=pts, scale=step)
+            layout = []
+            design(
+                rngs[i],
+                search.n_new,
+                d,
+                fresh,
+                out=pts,
+                scale=step,
+                layout=layout,
+                exact=search.exact_basis is not None,
+            )
+            search.layout = None
             if fresh:
-                # The new cube's design, the origin included, is orthogonal.
+                # The new cube's design, the origin included, is orthogonal;
+                # drawn from the exact basis, its points are it bit for bit.
                 search.n_orthogonal = search.n_new + 1
-            pts += self.state.X[i]
+                if search.exact_basis is not None:
+                    search.layout = layout[0]
+            pts += x0
             steps.append(step)
         return steps
+
+    def _exact_step(self, x0, step, n):
+        """The step of a row's cubes of ``n`` points around ``x0`` drawn
+        exactly from the exact basis, or None when they cannot be (more than
+        one block, steps near the range's ends, offsets off the row's grid):
+        ``step`` rounded to a few significant bits and, for a coordinate just
+        below a power of two, halved a few times."""
+        d = x0.size
+        if not single_block(n, d):
+            return None
+        largest = basis_bounds(n, d, exact=True)[1]
+        step = fit_step_below(x0, exact_step(step), largest)
+        if not _moderate(step) or not exact_offsets(x0, step, largest):
+            return None
+        return step
 
     def _probe_points(self, confirm, c_rows, rngs, draws):
         """Write the probes confirming each waiting row's reused model."""
@@ -560,13 +612,23 @@ class LocalModelSearch:
         A = self.workspace.array("design", (n, len(points[0]) + 1, d + 1))
         A[:, :, 0] = 1.0
         A[:, 0, 1:] = 0.0
-        for j, (i, pts) in enumerate(zip(rows, points)):
-            np.subtract(pts, state.X[i], out=A[j, 1:, 1:])
+
+        def fill(j):
+            np.subtract(points[j], state.X[rows[j]], out=A[j, 1:, 1:])
+
         # Float64 rows are fitted by products over their cube's orthogonal
-        # design; coarse rows, whose worst-case bound needs the weighted
+        # design (with the basis itself, for cubes that are it exactly);
+        # coarse rows, whose worst-case bound needs the weighted
         # pseudo-inverse, are factorised.
         n_orth = np.array([searches[i].n_orthogonal for i in rows], dtype=np.intp)
         n_orth[~model.float64] = 0
+        layouts = [searches[i].layout for i in rows]
+        for j in np.flatnonzero(~model.float64 | (model.quantum > 0)):
+            layouts[j] = None
+        if all(lay is None for lay in layouts):
+            for j in range(n):
+                fill(j)
+            layouts = fill = None
         R0 = state.R0[rows]
         L0 = state.L0[rows]
         # A row read call by call takes its origin from the cube's own call:
@@ -581,8 +643,10 @@ class LocalModelSearch:
         P = None
         if self.config.kind == "proba":
             P = np.concatenate([R0[:, None, :], R], axis=1)
+        exact = np.array([searches[i].exact_basis is not None for i in rows])
         return Cubes(
             rows=rows,
+            exact_basis=exact,
             A=A,
             Y=Y,
             P=P,
@@ -590,6 +654,8 @@ class LocalModelSearch:
             bad=bad,
             model=model,
             n_orthogonal=n_orth,
+            layouts=layouts,
+            fill=fill,
         )
 
     def _row_scale(self, search):

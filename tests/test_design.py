@@ -338,3 +338,124 @@ def test_residual_squares_after_an_update_are_bounded_tightly(extra, seed):
         exact = (((resid - B @ update) / tau[:, None]) ** 2).sum(axis=0)
         assert np.all(bound >= exact)
         assert np.all(bound <= 1.01 * exact)
+
+
+# -- cubes that are their drawn design, bit for bit -----------------------------------
+def _exact_cubes(rng, d, n, R, x_scale=1.0, K=3, heavy=()):
+    """``R`` rows' cubes drawn from the exact basis with exact steps, their
+    layouts and an affine model's noisy responses (``heavy``: points of a
+    thousand times the noise)."""
+    from sklearn_plm_explain._design import exact_offsets, exact_step, fit_step_below
+
+    largest = basis_bounds(n, d, exact=True)[1]
+    x0 = x_scale * rng.standard_normal((R, d))
+    x0[:, : d // 4] = 0.0
+    steps, layouts, A = [], [], np.ones((R, n + 1, d + 1))
+    A[:, 0, 1:] = 0.0
+    for r in range(R):
+        step = fit_step_below(x0[r], exact_step(np.full(d, 1e-4)), largest)
+        assert exact_offsets(x0[r], step, largest)
+        layout = []
+        points = x0[r] + orthogonal_design(
+            rng, n, d, scale=step, layout=layout, exact=True
+        )
+        A[r, 1:, 1:] = points - x0[r]
+        steps.append(step)
+        layouts.append(layout[0])
+    G = rng.standard_normal((d, K))
+    Y = np.concatenate([x0[:, None], x0[:, None] + A[:, 1:, 1:]], axis=1) @ G + 7.0
+    tau = 1e-14 * (1.0 + 0.001 * rng.random((R, n + 1)))
+    tau[:, list(heavy)] *= 1e3
+    Y = Y + tau[..., None] * rng.standard_normal(Y.shape)
+    return A, Y, x0, np.array(steps), tau, layouts, G
+
+
+def test_drawn_points_of_exact_cubes_are_represented_exactly():
+    # exact_offsets may only claim rows whose points x0 + step u read back as
+    # x - x0 equal to the drawn design, bit for bit: coordinates of every
+    # size, zeros, just below powers of two (where the steps are halved),
+    # subnormal ones.
+    from sklearn_plm_explain._design import (
+        _basis,
+        _exact_columns,
+        exact_offsets,
+        exact_step,
+        fit_step_below,
+    )
+
+    rng = np.random.default_rng(0)
+    d, n = 60, 64
+    basis, _, largest = _basis(n, exact=True)
+    claimed = 0
+    for t in range(600):
+        scale = 10.0 ** rng.uniform(-8, 8, d) if t % 2 else np.ones(d)
+        x0 = rng.standard_normal(d) * 10.0 ** rng.uniform(-2, 6, d) * scale
+        x0[rng.random(d) < 0.3] = 0.0
+        if t % 3 == 0:
+            x0 = np.nextafter(2.0 ** rng.integers(-5, 5, d), 0) * rng.choice([-1, 1], d)
+        if t % 7 == 0:
+            x0 = x0 * 1e-310
+        step = exact_step(rng.uniform(1e-6, 1e-2) * scale)
+        if t % 4 == 0:
+            step = fit_step_below(x0, step, largest)
+        layout = []
+        drawn = orthogonal_design(rng, n, d, scale=step, layout=layout, exact=True)
+        np.testing.assert_array_equal(
+            basis[:, layout[0][1]] * (layout[0][2] * step), drawn
+        )
+        # Column by column (a row is claimed when all its columns are).
+        columns = _exact_columns(x0, step, largest)
+        read = (x0 + drawn) - x0
+        assert np.all(read[:, columns] == drawn[:, columns])
+        claimed += columns.sum()
+        assert exact_offsets(x0, step, largest) == columns.all()
+    assert claimed >= 10000
+
+
+@pytest.mark.parametrize("heavy", [(), (3, 17), (0, 5)])
+@pytest.mark.parametrize("seed", range(3))
+def test_fit_on_the_basis_matches_the_fit_on_the_design(heavy, seed):
+    # Rows whose cubes are their drawn design are fitted by products with
+    # the shared basis; against the same rows fitted from their designs and
+    # against the weighted QR fit: the same coefficients, noise estimates
+    # and standard errors within the QR fit's caution, and never below it.
+    rng = np.random.default_rng(20 + seed)
+    d, n, R = 30, 34, 4
+    A, Y, x0, step, tau, layouts, G = _exact_cubes(rng, d, n, R, heavy=heavy)
+    exact = np.ones(R, dtype=bool)
+    n_orth = np.full(R, n + 1)
+    unread = np.full_like(A, np.nan)
+    unread[:, :, 0] = 1.0
+
+    def fill(i):
+        unread[i] = A[i]
+
+    basis = fit_local_models(
+        unread, Y, x0, step, False, tau, n_orth, layouts, fill, exact
+    )
+    qr = fit_local_models(A, Y, x0, step, False, tau)
+    np.testing.assert_allclose(basis[0], qr[0], rtol=0, atol=1e-7)
+    np.testing.assert_allclose(basis[1], qr[1], rtol=0, atol=1e-7)
+    # The noise estimates agree up to the rounding of the residuals (here
+    # a millionth of the noise, which is 1e-10 of the responses' spread).
+    assert np.all(basis[2] >= qr[2] * (1 - 1e-4))
+    np.testing.assert_allclose(basis[2], qr[2], rtol=0.02)
+    assert np.all(basis[3] >= qr[3] * (1 - 1e-9))
+    assert np.all(np.isnan(unread[:, 1:, 1:]))  # no design was built
+    for r in range(R):
+        err = np.abs(basis[0][r] - G).sum(axis=0)
+        assert np.all(err <= max(1.0, 3 * basis[2][r].max()) * basis[3][r].sum())
+
+
+def test_a_cube_that_is_not_its_drawn_design_is_not_fitted_as_one():
+    # The basis fit reads no design: given the layout of a cube whose points
+    # were moved (by far more than any rounding), its residuals must show it.
+    rng = np.random.default_rng(7)
+    d, n, R = 20, 24, 1
+    A, Y, x0, step, tau, layouts, G = _exact_cubes(rng, d, n, R)
+    moved = A[0, 1:, 1:] * (1.0 + 1e-6 * rng.standard_normal((n, d)))
+    Y = (np.concatenate([x0, x0 + moved]) @ G + 7.0)[None]
+    fit = fit_local_models(
+        A, Y, x0, step, False, tau, np.array([n + 1]), layouts, None, np.ones(1, bool)
+    )
+    assert fit[2].max() > 100.0
