@@ -351,7 +351,7 @@ def _fit_basis(Y, tau, heavy, layouts, step):
     R, m, K = Y.shape
     size, d = m - 1, step.shape[1]
     p = d + 1
-    basis, eps, peak = _basis(size, exact=True)
+    basis, eps, peak = _basis(size, True)
     ops = _BasisProducts(
         basis,
         exact_gram(size),

@@ -19,6 +19,8 @@ _SMALL_DESIGN = 128 * 132
 # exact_offsets).
 _BASIS_BITS = 26
 _STEP_BITS = 8
+# Designs of more entries than this are drawn exactly where they can be.
+EXACT_MIN_ENTRIES = _SMALL_DESIGN
 # A feature whose coordinate lies just below a power of two has its step
 # halved up to this many times for its points to stay exact.
 _MAX_HALVINGS = 8
@@ -160,14 +162,10 @@ def _exact_columns(x0, step, largest):
     return (x0 == 0) | (on_grid & below)
 
 
-@lru_cache(maxsize=6)
 def exact_gram(n):
     """``B'B`` of the exact basis of size ``n`` (read-only; see
-    :func:`_basis`)."""
-    basis = _basis(n, exact=True)[0]
-    gram = basis.T @ basis
-    gram.setflags(write=False)
-    return gram
+    :func:`_exact`)."""
+    return _exact(n)[1]
 
 
 def basis_bounds(n, d, exact=False):
@@ -198,37 +196,52 @@ def _block_sizes(n, d):
 def _basis(n, exact=False):
     """The basis of size ``n`` (columns 1 to n - 1 used), with its measured
     deviation and largest entry (signs are the design's, see
-    :func:`orthogonal_design`). ``exact`` rounds its entries to the grid
-    :func:`exact_offsets` needs (the same draw otherwise).
+    :func:`orthogonal_design`). ``exact``: the same basis with its entries
+    rounded to the grid :func:`exact_offsets` needs (see :func:`_exact`).
 
     ``sqrt(n)`` times the Q factor of a Gaussian matrix whose first column is
     all ones: a random orthogonal matrix with a constant first column. Its
     Gram matrix is computed once, so that the deviation from ``n I`` the fits
     correct for is measured, not assumed.
     """
+    if exact:
+        basis, _, deviation, largest = _exact(n)
+        return basis, deviation, largest
     rng = np.random.default_rng([_BASIS_SEED, n])
     G = rng.standard_normal((n, n))
     G[:, 0] = 1.0
     Q, R = np.linalg.qr(G)
     Q *= np.sign(np.diag(R))
     basis = np.sqrt(n) * Q
-    if exact:
-        # Entries on the grid of 2^-_BASIS_BITS (see exact_offsets); the
-        # deviation this adds (about 1e-8) is measured below with the rest.
-        basis = np.round(basis * 2.0**_BASIS_BITS) / 2.0**_BASIS_BITS
     basis[:, 0] = 1.0
-    gram = basis.T @ basis / n
+    deviation, largest = _measured(basis, basis.T @ basis)
+    basis.setflags(write=False)
+    return basis, deviation, largest
+
+
+@lru_cache(maxsize=6)
+def _exact(n):
+    """The exact basis of size ``n``, its Gram matrix ``B'B``, deviation and
+    largest entry: :func:`_basis`'s entries rounded to multiples of
+    ``2^-_BASIS_BITS`` (the constant column stays 1). The rounding leaves it
+    orthogonal to about 1e-8 in norm (1e-7 in the Frobenius norm that is
+    measured), which the fits' first solve corrects with the Gram matrix."""
+    scale = 2.0**_BASIS_BITS
+    basis = np.round(_basis(n, False)[0] * scale) / scale
+    gram = basis.T @ basis
+    deviation, largest = _measured(basis, gram)
+    basis.setflags(write=False)
+    gram.setflags(write=False)
+    return basis, gram, deviation, largest
+
+
+def _measured(basis, gram):
+    """Deviation bound and largest entry of ``basis`` from its ``gram``."""
+    n = basis.shape[0]
+    gram = gram / n
     np.fill_diagonal(gram, gram.diagonal() - 1.0)
     largest = float(np.abs(basis[:, 1:]).max())
     # The Frobenius norm bounds the spectral one; the Gram's own rounding
     # errs by at most n eps largest^2 / n per entry (with room to spare).
-    # The grid's rounding spreads over every entry, where the Frobenius norm
-    # is tens of times the spectral one: for the exact basis the spectral
-    # norm is computed (once per size), with a margin for its own rounding.
     rounding = 2.0 * n * np.finfo(np.float64).eps * max(largest, 1.0) ** 2
-    measured = (
-        np.linalg.norm(gram, 2) * (1.0 + 1e-6) if exact else np.sqrt((gram**2).sum())
-    )
-    deviation = float(measured) + n * rounding
-    basis.setflags(write=False)
-    return basis, deviation, largest
+    return float(np.sqrt((gram**2).sum())) + n * rounding, largest

@@ -28,6 +28,7 @@ from sklearn_plm_explain._blackbox import (
 from sklearn_plm_explain._certify import _HUGE_STEP, _TINY_STEP, grid_rounded
 from sklearn_plm_explain._chunk_state import ChunkState
 from sklearn_plm_explain._design import (
+    EXACT_MIN_ENTRIES,
     basis_bounds,
     design,
     exact_offsets,
@@ -499,7 +500,9 @@ class LocalModelSearch:
         ``step`` rounded to a few significant bits and, for a coordinate just
         below a power of two, halved a few times."""
         d = x0.size
-        if not single_block(n, d):
+        # Small designs cost little to read: their rows are fitted from them
+        # (batched as they are, with fewer calls than the basis products).
+        if n * d <= EXACT_MIN_ENTRIES or not single_block(n, d):
             return None
         largest = basis_bounds(n, d, exact=True)[1]
         step = fit_step_below(x0, exact_step(step), largest)
