@@ -613,10 +613,11 @@ class LocalModelSearch:
         # before the next cubes are built). The fit scales by the step itself, in its
         # small products (fit_local_models): one pass over the design less.
         A = self.workspace.array("design", (n, len(points[0]) + 1, d + 1))
-        A[:, :, 0] = 1.0
-        A[:, 0, 1:] = 0.0
 
         def fill(j):
+            # Only the rows fitted from their design touch this memory.
+            A[j, :, 0] = 1.0
+            A[j, 0, 1:] = 0.0
             np.subtract(points[j], state.X[rows[j]], out=A[j, 1:, 1:])
 
         # Float64 rows are fitted by products over their cube's orthogonal
