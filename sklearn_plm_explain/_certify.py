@@ -734,7 +734,8 @@ def _design_error(x0, step, n_orth, exact):
     room to spare); with ``Delta`` that difference over the ``n_orth - 1``
     drawn points and ``||A||^2 <= n_orth (1 + deviation)``, the represented
     design adds at most ``(2 ||A|| ||Delta||_F + ||Delta||_F^2) / (n_orth -
-    1)``.
+    1)``. ``exact`` (n,) marks the rows drawn from the exact basis, whose own
+    deviation is then the one bounded.
     """
     n_orth = np.asarray(n_orth)
     d = x0.shape[1]
