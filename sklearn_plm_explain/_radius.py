@@ -114,7 +114,7 @@ class RadiusSearch:
         self.layout = None
         # The step of the row's cubes when they are drawn from the exact
         # basis (decided by each fresh cube), else None.
-        self.exact_basis = None
+        self.drawn_step = None
 
     def _excess(self, att):
         if att.bad:

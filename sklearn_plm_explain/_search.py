@@ -462,13 +462,13 @@ class LocalModelSearch:
             step = search.radius * self._row_scale(search)
             fresh = not search.keep
             if fresh:
-                search.exact_basis = self._exact_step(x0, step, search.n_new)
-            if search.exact_basis is not None:
+                search.drawn_step = self._exact_step(x0, step, search.n_new)
+            if search.drawn_step is not None:
                 # A step of a few significant bits, a little smaller for a
                 # coordinate just below a power of two: the drawn offsets are
                 # then exact (see exact_offsets). Points added to the cube
                 # later keep it.
-                step = search.exact_basis
+                step = search.drawn_step
             # The design is written where the points go, scaled on the way:
             # no other array of the cube's size is allocated.
             layout = []
@@ -480,14 +480,14 @@ class LocalModelSearch:
                 out=pts,
                 scale=step,
                 layout=layout,
-                exact=search.exact_basis is not None,
+                exact=search.drawn_step is not None,
             )
             search.layout = None
             if fresh:
                 # The new cube's design, the origin included, is orthogonal;
                 # drawn from the exact basis, its points are it bit for bit.
                 search.n_orthogonal = search.n_new + 1
-                if search.exact_basis is not None:
+                if search.drawn_step is not None:
                     search.layout = layout[0]
             pts += x0
             steps.append(step)
@@ -502,7 +502,7 @@ class LocalModelSearch:
         d = x0.size
         # Small designs cost little to read: their rows are fitted from them
         # (batched as they are, with fewer calls than the basis products).
-        if n * d <= EXACT_MIN_ENTRIES or not single_block(n, d):
+        if n < d + 1 or n * d <= EXACT_MIN_ENTRIES or not single_block(n, d):
             return None
         largest = basis_bounds(n, d, exact=True)[1]
         step = fit_step_below(x0, exact_step(step), largest)
@@ -647,7 +647,7 @@ class LocalModelSearch:
         P = None
         if self.config.kind == "proba":
             P = np.concatenate([R0[:, None, :], R], axis=1)
-        exact = np.array([searches[i].exact_basis is not None for i in rows])
+        exact = np.array([searches[i].drawn_step is not None for i in rows])
         return Cubes(
             rows=rows,
             exact_basis=exact,
