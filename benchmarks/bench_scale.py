@@ -455,8 +455,9 @@ def section_jobs(case, n_rows, kwargs, checks):
     explainer.fit(case["X_train"])
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
-        t1, e1 = timed(explainer, X, 1, repeats=1)
-        t2, e2 = timed(explainer, X, 2, repeats=1)
+        # Best of three: a single parallel run on this VM moves by 20 %.
+        t1, e1 = timed(explainer, X, 1, repeats=3)
+        t2, e2 = timed(explainer, X, 2, repeats=3)
     identical = bool(np.array_equal(e1.status, e2.status))
     cols = ["d", "rows", "n_jobs=1 rows/s", "n_jobs=2 rows/s", "speed-up"]
     cols += ["identical statuses", "max rel L1 diff of values"]
