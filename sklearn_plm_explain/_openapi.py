@@ -120,7 +120,7 @@ class OpenAPIExplainer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         :func:`sklearn.inspection.permutation_importance` reuses its permuted
         copy), so a model that keeps its inputs (a log of queries) must copy
         them; ``explain(..., return_queries=True)`` reports the points each
-        model was fitted on.
+        row's local model was fitted on.
     response_method : {"auto", "predict_proba", "decision_function", "predict"}, \
             default="auto"
         What to query. ``"auto"`` uses ``predict`` for regressors, then
