@@ -189,7 +189,7 @@ def fit_local_models(
     if centre:
         Y = Y - Y.mean(axis=2, keepdims=True)
     s = column_units(step)
-    extreme = ~np.all((step > _TINY_STEP) & (step < _HUGE_STEP), axis=1)
+    extreme = ~moderate_steps(step)
     n_orth = np.zeros(n, dtype=np.intp) if n_orthogonal is None else n_orthogonal
     beta = np.empty((n, p, Y.shape[2]))
     sigma_hat = np.empty((n, Y.shape[2]))
@@ -293,28 +293,25 @@ class _BasisProducts:
         return out
 
     def t(self, V):
-        """``[1, U]' V`` per row, for ``V`` (R, m, k); shape (R, d + 1, k)."""
+        """``[1, U]' V`` per row, for ``V`` (R, m, k); shape (R, d + 1, k).
+        The basis's constant column gives the points' sums; the origin adds
+        its own row to the intercept's."""
         R, m, k = V.shape
         W = np.ascontiguousarray(V[:, 1:, :].transpose(1, 0, 2)).reshape(m - 1, R * k)
-        G = t_prod(self.basis, W).reshape(m - 1, R, k).transpose(1, 0, 2)
-        out = np.empty((R, self.cols.shape[1] + 1, k))
-        out[:, 0] = V.sum(axis=1)
-        out[:, 1:] = np.take_along_axis(G, self.cols[:, :, None], axis=1)
-        out[:, 1:] *= self.sign[:, :, None]
+        out = self._gather(t_prod(self.basis, W), R, k)
+        out[:, 0] += V[:, 0]
         return out
 
     def p(self, beta):
-        """``[1, U] beta`` per row, for ``beta`` (R, d + 1, k); (R, m, k)."""
+        """``[1, U] beta`` per row, for ``beta`` (R, d + 1, k); (R, m, k).
+        The intercept enters through the basis's constant column; the origin
+        is ``beta_0`` itself."""
         R, _, k = beta.shape
         n = self.basis.shape[0]
-        Z = np.zeros((R, n, k))
-        signed = beta[:, 1:] * self.sign[:, :, None]
-        np.put_along_axis(Z, self.cols[:, :, None], signed, axis=1)
-        Z = np.ascontiguousarray(Z.transpose(1, 0, 2)).reshape(n, R * k)
         out = np.empty((R, n + 1, k))
         out[:, 0] = beta[:, 0]
-        out[:, 1:] = prod(self.basis, Z).reshape(n, R, k).transpose(1, 0, 2)
-        out[:, 1:] += beta[:, :1]
+        points = prod(self.basis, self._scatter(beta))
+        out[:, 1:] = points.reshape(n, R, k).transpose(1, 0, 2)
         return out
 
     def rows(self, r, points):
@@ -367,7 +364,9 @@ def _fit_basis(Y, tau, heavy, layouts, step):
     e = np.full(R, eps / (1.0 - eps))
     corrections = {}
     for r in np.flatnonzero(heavy.any(axis=1) & fitted):
-        corr = _woodbury(ops.rows(r, np.flatnonzero(heavy[r])), w[r][heavy[r]], D, eps)
+        lowered = np.ones(heavy[r].sum(), dtype=bool)
+        C = ops.rows(r, np.flatnonzero(heavy[r]))
+        corr = _woodbury(C, w[r][heavy[r]] - 1.0, lowered, D, eps)
         if corr is None:
             fitted[r] = False
         else:
@@ -451,20 +450,32 @@ def _fit_basis(Y, tau, heavy, layouts, step):
     return beta, sigma_hat, se, fitted
 
 
-def _woodbury(C, w, D, eps):
-    """The low-rank correction of the Gram matrix ``D`` for the design rows
-    ``C`` whose weights go down to ``w``: ``(CD, lu, diag, q)`` as in
-    :func:`_fit_corrected`, or None when the correction is not small."""
+def _woodbury(C, change, lowered, D, eps):
+    """The low-rank correction of the Gram matrix ``D`` (p, 1) by the design
+    rows ``C`` whose weights change by ``change`` (negative for the
+    ``lowered`` rows of the orthogonal block, the weight itself for points
+    added after it): ``(CD, lu, diag, q)``, or None when the correction is not
+    small (see :func:`_fit_corrected`). ``diag`` is the corrected inverse's
+    diagonal over ``1 - q``."""
     Dv = D[:, 0]
-    H = C * np.sqrt(1.0 - w)[:, None] / np.sqrt(Dv)
-    lam = 1.0 - np.linalg.norm(H, 2) ** 2
+    H = C[lowered] * np.sqrt(-change[lowered])[:, None] / np.sqrt(Dv)
+    lam = 1.0 - (np.linalg.norm(H, 2) ** 2 if H.size else 0.0)
     q = eps / lam if lam > 0 else np.inf
     if not q < _MAX_CORRECTED_RATE:
         return None
     CD = C / Dv
-    lu = linalg.lu_factor(np.diag(1.0 / (w - 1.0)) + CD @ C.T)
+    # Symmetric but indefinite when weights go down: an LU solve.
+    lu = linalg.lu_factor(np.diag(1.0 / change) + CD @ C.T)
+    # diag(G^-1) of the corrected inverse, by Woodbury again.
     diag = 1.0 / Dv - np.einsum("ij,ij->j", CD, linalg.lu_solve(lu, CD))
     return CD, lu, np.maximum(diag, 0.0) / (1.0 - q), q
+
+
+def moderate_steps(step):
+    """Per row of ``step`` (n, d), whether every step lies inside the range
+    where offsets times noise scales stay far from the floating-point range's
+    ends (``_TINY_STEP`` to ``_HUGE_STEP``)."""
+    return np.all((step > _TINY_STEP) & (step < _HUGE_STEP), axis=-1)
 
 
 def _row_sets(mask, row_bytes):
@@ -618,19 +629,13 @@ def _fit_corrected(A, Y, tau, eps, n_orth, heavy, s):
     D[0] = n_orth
     first = np.arange(m) < n_orth
     w = np.where(heavy, (tau.min() / tau) ** 2, 1.0)
-    down = first & heavy
-    H = A[down] / s * np.sqrt(1.0 - w[down])[:, None] / np.sqrt(D)
-    lam = 1.0 - (np.linalg.norm(H, 2) ** 2 if H.size else 0.0)
-    q = eps / lam if lam > 0 else np.inf
-    if not q < _MAX_CORRECTED_RATE:
-        return None
-    low = down | ~first
+    low = (first & heavy) | ~first
     C = A[low] / s
     change = np.where(first[low], w[low] - 1.0, w[low])
-    CD = C / D
-    W = np.diag(1.0 / change) + CD @ C.T
-    # W is symmetric but indefinite when weights go down: an LU solve.
-    lu = linalg.lu_factor(W)
+    correction = _woodbury(C, change, first[low], D[:, None], eps)
+    if correction is None:
+        return None
+    CD, lu, diag, q = correction
 
     def solve(b):
         x = b / D[:, None]
@@ -664,9 +669,6 @@ def _fit_corrected(A, Y, tau, eps, n_orth, heavy, s):
     beta[0] += Y[0]
     dof = m - p
     sigma_hat = np.sqrt(squares / dof)
-    # diag(G^-1) of the corrected inverse, by Woodbury again.
-    diag = 1.0 / D - np.einsum("ij,ij->j", CD, linalg.lu_solve(lu, CD))
-    diag = np.maximum(diag, 0.0) / (1.0 - q)
     c = (w * tau**2).max()
     se = np.sqrt(c * diag[1:]) + err / np.sqrt(D[1:])
     return beta, sigma_hat, se, dof

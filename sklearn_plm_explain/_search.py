@@ -25,7 +25,7 @@ from sklearn_plm_explain._blackbox import (
     map_row_chunks,
     row_generators,
 )
-from sklearn_plm_explain._certify import _HUGE_STEP, _TINY_STEP, grid_rounded
+from sklearn_plm_explain._certify import grid_rounded, moderate_steps
 from sklearn_plm_explain._chunk_state import ChunkState
 from sklearn_plm_explain._design import (
     EXACT_MIN_ENTRIES,
@@ -206,12 +206,6 @@ class SearchConfig:
     reuse_regions: bool = False
     response_precision: str | float = "auto"
     return_queries: bool = False
-
-
-def _moderate(step):
-    """Steps whose products and sums stay far from the floating-point range's
-    ends (see ``fit_local_models``)."""
-    return bool(np.all((step > _TINY_STEP) & (step < _HUGE_STEP)))
 
 
 class Workspace:
@@ -506,7 +500,7 @@ class LocalModelSearch:
             return None
         largest = basis_bounds(n, d, exact=True)[1]
         step = fit_step_below(x0, exact_step(step), largest)
-        if not _moderate(step) or not exact_offsets(x0, step, largest):
+        if not moderate_steps(step) or not exact_offsets(x0, step, largest):
             return None
         return step
 
