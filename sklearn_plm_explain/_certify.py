@@ -431,19 +431,15 @@ def _fit_basis(Y, tau, heavy, layouts, step):
         squares[r] = ((resid[r] / tau[r, :, None]) ** 2).sum(axis=0)
     beta[:, 0, :] += level[:, 0, :]
     sigma_hat = np.sqrt(squares / (m - p))
+
     # Standard errors: the closed form of _fit_orthogonal for rows without
     # heavy points, the corrected inverse's of _fit_corrected for the others.
-    tau2 = tau**2
-    t0 = tau2.min(axis=1)
-    spread = peak**2 * (tau2 - t0[:, None]).sum(axis=1)
-    var = np.repeat(((1.0 + eps) ** 2 * (t0 * (m - 1.0) + spread))[:, None], d, 1)
+    def exact(i, tau2):
+        return ops.subset(np.array([i])).squares(tau2[None])[0]
+
     # (Rows with heavy points take the corrected inverse's below.)
-    loose = (spread > _LOOSE_VARIANCE * t0 * (m - 1.0)) & ~heavy.any(axis=1)
-    if loose.any():
-        var[loose] = ops.subset(loose).squares(tau2[loose])
-    se = np.sqrt(var) / (m - 1.0)
-    se += (np.sqrt(tau2.max(axis=1) * (1.0 + eps)) * e / np.sqrt(m - 1.0))[:, None]
-    se += (err / np.sqrt(m - 1.0))[:, None]
+    se = _orthogonal_se(tau, eps, peak, e, err, exact, d, skip=heavy.any(axis=1))
+    tau2 = tau**2
     for r, (_, _, diag, q) in corrections.items():
         c = (w[r] * tau2[r]).max()
         se[r] = np.sqrt(c * diag[1:]) + err[r] / np.sqrt(D[1:, 0])
@@ -579,27 +575,45 @@ def _fit_orthogonal(A, Y, tau, eps, peak, s):
         resid[active] = (Y - prod(A, beta / s))[active]
     beta[:, 0, :] += level[:, 0, :]
     sigma_hat = np.sqrt(((resid / tau[:, :, None]) ** 2).sum(axis=1) / (m - p))
-    # sum_m tau_m^2 A_mj^2 without touching A again: the drawn column has
-    # squared norm m - 1 and entries of at most peak, and the represented one
-    # differs from it by a relative eps at most (within the norm bound), so
-    # the sum is at most (1 + eps)^2 (t0^2 (m - 1) + peak^2 sum_m (tau_m^2 -
-    # t0^2)) with t0 the smallest tau. Where the noise scale varies enough
-    # for that bound to be loose (by over 1 %), the sum is taken exactly.
+
+    def exact(i, tau2):
+        # In units of the step first: tau^2 (x - x0)^2 may underflow.
+        return tau2 @ (A[i, :, 1:] / s[i, 1:, 0]) ** 2
+
+    se = _orthogonal_se(tau, eps, peak, e, solve, exact, p - 1)
+    return beta, sigma_hat, se
+
+
+def _orthogonal_se(tau, eps, peak, e, solve, exact, d, skip=None):
+    """Standard errors (n, d) of the unweighted fit on orthogonal designs, in
+    units of ``U``: an upper bound whatever the weights (see
+    :func:`_fit_orthogonal`).
+
+    ``sum_m tau_m^2 U_mj^2`` without touching the designs: the drawn column
+    has squared norm ``m - 1`` and entries of at most ``peak``, and the
+    represented one differs from it by a relative ``eps`` at most (within the
+    norm bound), so the sum is at most ``(1 + eps)^2 (t0^2 (m - 1) + peak^2
+    sum_m (tau_m^2 - t0^2))`` with ``t0`` the smallest ``tau``. Where the
+    noise scale varies enough for that bound to be loose (by over 1 %), the
+    sum is taken exactly, ``exact(i, tau2_i)`` for row ``i`` (except rows
+    ``skip``, whose standard errors the caller replaces). Added: the design's
+    own error, ``||S^1/2 (M^-1 - I)|| <= tau_max sqrt(1 + eps) e``, and each
+    row's ``solve`` error over ``sqrt(D_j)``.
+    """
+    m = tau.shape[1]
     tau2 = tau**2
     t0 = tau2.min(axis=1)
     spread = peak**2 * (tau2 - t0[:, None]).sum(axis=1)
-    var = np.repeat(((1.0 + eps) ** 2 * (t0 * (m - 1.0) + spread))[:, None], p - 1, 1)
+    var = np.repeat(((1.0 + eps) ** 2 * (t0 * (m - 1.0) + spread))[:, None], d, 1)
     loose = spread > _LOOSE_VARIANCE * t0 * (m - 1.0)
+    if skip is not None:
+        loose &= ~skip
     for i in np.flatnonzero(loose):
-        # In units of the step first: tau^2 (x - x0)^2 may underflow.
-        var[i] = tau2[i] @ (A[i, :, 1:] / s[i, 1:, 0]) ** 2
+        var[i] = exact(i, tau2[i])
     se = np.sqrt(var) / (m - 1.0)
-    # The correction for the design's own error:
-    # ||S^1/2 (M^-1 - I)|| <= tau_max sqrt(1 + eps) eps / (1 - eps).
     se += (np.sqrt(tau2.max(axis=1) * (1.0 + eps)) * e / np.sqrt(m - 1.0))[:, None]
-    # A coefficient's solve error is at most the scaled error over sqrt(D_j).
     se += (solve / np.sqrt(m - 1.0))[:, None]
-    return beta, sigma_hat, se
+    return se
 
 
 def _fit_corrected(A, Y, tau, eps, n_orth, heavy, s):
