@@ -463,3 +463,23 @@ def map_row_chunks(func, n_rows, n_jobs, *args, start=0):
             delayed(_limited)(func, slice(start + sl.start, start + sl.stop), *args)
             for sl in gen_even_slices(n_rows, n_chunks)
         )
+
+
+def map_row_slices(func, slices, n_jobs, *args):
+    """Yield ``func(rows_slice, *args)`` for each of ``slices`` as it finishes.
+
+    With one job the slices run in order in this process; with more, they go
+    to the workers one at a time as each becomes free (an uneven slice then
+    holds up one worker, not the call), and come back in the order they end.
+    """
+    from joblib import effective_n_jobs
+
+    if effective_n_jobs(n_jobs) <= 1 or len(slices) <= 1:
+        for sl in slices:
+            yield func(sl, *args)
+        return
+    # See map_row_chunks for the two limits.
+    with threadpool_limits(limits=1, user_api="blas"):
+        yield from Parallel(
+            n_jobs=n_jobs, return_as="generator_unordered", batch_size=1
+        )(delayed(_limited)(func, sl, *args) for sl in slices)

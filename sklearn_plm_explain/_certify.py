@@ -486,6 +486,13 @@ def _row_sets(mask, row_bytes):
     return [slice(lo, hi) for lo, hi in zip(edges[::2], edges[1::2])]
 
 
+# Weighted fits of designs with at least this many columns are factorised row
+# by row without forming Q (LAPACK's geqrf and ormqr), and R is inverted as a
+# triangle: at image width the explicit Q and the general inverse of the
+# batched path cost more than the factorisation itself.
+_IMPLICIT_Q_COLUMNS = 129
+
+
 def column_units(step):
     """Units ``s`` (n, d + 1) of the designs' columns: a design of offsets
     ``A = [1, x - x0]`` is ``[1, U] diag(s)``, so ``A / s[:, None, :]`` is
@@ -506,17 +513,37 @@ def _fit_weighted(A, Y, tau):
     w = 1.0 / tau[:, :, None]
     A = A * w
     level = Y[:, :1, :]
-    Y = Y - level
-    Q, R = np.linalg.qr(A)
-    beta = np.linalg.solve(R, np.swapaxes(Q, 1, 2) @ (Y * w))
-    resid = Y * w - A @ beta
+    Y = (Y - level) * w
+    if p >= _IMPLICIT_Q_COLUMNS:
+        beta, Rinv = _qr_solve_rows(A, Y)
+    else:
+        Q, R = np.linalg.qr(A)
+        beta = np.linalg.solve(R, np.swapaxes(Q, 1, 2) @ Y)
+        Rinv = np.linalg.inv(R)
+    resid = Y - A @ beta
     beta[:, 0, :] += level[:, 0, :]
     sigma_hat = np.sqrt((resid**2).sum(axis=1) / (m - p))
     # Standard errors of the coefficients are sigma * sqrt(diag((A'A)^-1)),
     # and (A'A)^-1 = R^-1 R^-T.
-    Rinv = np.linalg.inv(R)
     se_unit = np.sqrt((Rinv**2).sum(axis=2))[:, 1:]
     return beta, sigma_hat, se_unit
+
+
+def _qr_solve_rows(A, Y):
+    """Per row, the least-squares solution of ``A beta = Y`` and ``R^-1`` of
+    ``A = QR``, with ``Q`` applied as its reflectors (never formed) and
+    ``R`` inverted as a triangle. ``A`` is overwritten."""
+    n, m, p = A.shape
+    beta = np.empty((n, p, Y.shape[2]))
+    Rinv = np.empty((n, p, p))
+    for i in range(n):
+        # (Y' Q)' = Q'Y, Q of the economic factorisation.
+        QtY, R = linalg.qr_multiply(A[i], Y[i].T, mode="right", overwrite_a=True)
+        beta[i] = linalg.solve_triangular(R, QtY.T, check_finite=False)
+        Rinv[i], info = linalg.lapack.dtrtri(R)
+        if info != 0:  # as numpy's inv, for a zero on R's diagonal
+            raise np.linalg.LinAlgError("Singular matrix")
+    return beta, Rinv
 
 
 def _fit_orthogonal(A, Y, tau, eps, peak, s):

@@ -6,7 +6,6 @@ import warnings
 from numbers import Integral, Real
 
 import numpy as np
-from joblib import effective_n_jobs
 from sklearn.base import (
     BaseEstimator,
     OneToOneFeatureMixin,
@@ -49,9 +48,6 @@ __all__ = ["OpenAPIExplainer", "STATUSES"]
 # radius used without it.
 _CALIBRATION_ROWS = 16
 _DEFAULT_RADIUS = 8e-5
-# With n_jobs > 1 and a progress bar the rows go to the workers in this many
-# steps (without one, in one).
-_PARALLEL_STEPS = 4
 
 
 STATUSES = {
@@ -552,18 +548,12 @@ class OpenAPIExplainer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
     ):
         """The Explanation of rows ``start:stop`` of the validated batch.
 
-        The rows go a group per job at a time (see ``batch_size``), each group
+        The rows go to the jobs in slices of whole groups (see ``batch_size``
+        and :func:`~sklearn_plm_explain._search.task_slices`), each slice
         counted on the progress bar as it returns.
         """
         config = self._search_config(return_queries)
-        jobs = max(1, effective_n_jobs(self.n_jobs))
         group = self._rows_per_group(X.shape[1])
-        if jobs > 1:
-            # Workers explain their share a group at a time themselves; one
-            # task per worker spares sending the model and rows again and
-            # again (with a bar, a few steps, so that it moves).
-            steps = _PARALLEL_STEPS if self.verbose else 1
-            group = max(group * jobs, -(-(stop - start) // steps))
         table = self._blank(start, stop, config.return_queries)
         args = (X, target_idx, seed, frame, config)
         desc = "OpenAPIExplainer"

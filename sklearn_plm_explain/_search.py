@@ -18,11 +18,12 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 
 import numpy as np
+from joblib import effective_n_jobs
 from sklearn import get_config
 
 from sklearn_plm_explain._blackbox import (
     ModelResponseError,
-    map_row_chunks,
+    map_row_slices,
     row_generators,
 )
 from sklearn_plm_explain._certify import grid_rounded, moderate_steps
@@ -58,6 +59,10 @@ _FIRST_WAVE = 32
 # the allocator then reuses their memory from group to group, where larger
 # ones are mapped afresh and paid for again page by page.
 _ARRAY_BYTES = 16 * 2**20
+# With several jobs, rows go to the workers in about this many slices per job,
+# of at least this many rows (see task_slices).
+_TASKS_PER_JOB = 8
+_MIN_TASK_ROWS = 16
 # A learned first radius is this many times what nine in ten rows needed.
 _RADIUS_MARGIN = 2.0
 # The workspace of this thread's searches inside a workspace_scope.
@@ -120,29 +125,49 @@ def workspace_scope():
             _THREAD.workspace = None
 
 
-def fill_in_groups(table, worker, args, n_jobs, group, bar):
-    """Fill ``table`` in place, ``group`` rows at a time split over the jobs.
+def task_slices(start, stop, group, jobs):
+    """The slices of rows ``start:stop`` handed to the workers one at a time.
 
-    ``worker(rows, *args)`` gives the result table of a slice of rows. Each
-    group is counted on ``bar`` as it returns and its results are written at
-    once, so that they are never held twice. On a model failure the error's
-    ``partial`` is ``table`` with what the failing group finished, the rows
-    after it not run.
+    With one job, a group at a time. With more, about ``_TASKS_PER_JOB``
+    slices per job, so that a slice of costly rows holds up one worker for a
+    while rather than the call, and none under ``_MIN_TASK_ROWS`` rows, whose
+    sending would cost more than their search. A slice longer than a group
+    holds whole groups, so that rows are searched with the same neighbours as
+    with one job.
+    """
+    n = stop - start
+    if jobs <= 1:
+        size = group
+    else:
+        size = max(-(-n // (jobs * _TASKS_PER_JOB)), min(_MIN_TASK_ROWS, -(-n // jobs)))
+        if size > group:
+            size = group * -(-size // group)
+    return [slice(a, min(a + size, stop)) for a in range(start, stop, size)]
+
+
+def fill_in_groups(table, worker, args, n_jobs, group, bar):
+    """Fill ``table`` in place from ``worker`` over slices of its rows.
+
+    ``worker(rows, *args)`` gives the result table of a slice of rows (see
+    :func:`task_slices`). Each slice is counted on ``bar`` and written into
+    ``table`` as it returns, so that results are never held twice. On a
+    model failure the error's ``partial`` is ``table`` with every slice
+    finished by then and what the failing slice finished; with several jobs
+    the slices that other workers were still running are lost with the call
+    that raised, and the rest are not run.
     """
     start, stop = table.offset, table.offset + len(table)
-    for a in range(start, stop, group):
-        b = min(a + group, stop)
-        try:
-            parts = map_row_chunks(worker, b - a, n_jobs, *args, start=a)
-        except ModelResponseError as err:
-            if isinstance(err.partial, ResultTable):
-                table.put(err.partial)
-            err.partial = table
-            raise
-        for part in parts:
+    slices = task_slices(start, stop, group, effective_n_jobs(n_jobs))
+    try:
+        for part in map_row_slices(worker, slices, n_jobs, *args):
             table.put(part)
-        del parts
-        bar.update(b - a)
+            bar.update(len(part))
+            del part
+    except ModelResponseError as err:
+        if isinstance(err.partial, ResultTable):
+            table.put(err.partial)
+        err.partial = table
+        raise
 
 
 def learned_radius(explanation, rtol, min_radius, max_radius):

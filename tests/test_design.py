@@ -459,3 +459,33 @@ def test_a_cube_that_is_not_its_drawn_design_is_not_fitted_as_one():
         A, Y, x0, step, False, tau, np.array([n + 1]), layouts, None, np.ones(1, bool)
     )
     assert fit[2].max() > 100.0
+
+
+@pytest.mark.parametrize("p", [40, 160])
+def test_weighted_fit_is_the_weighted_least_squares_solution(p):
+    # Both paths of the weighted QR fit (numpy's batched factorisation below
+    # _IMPLICIT_Q_COLUMNS columns, LAPACK's reflectors applied without
+    # forming Q above) against the normal equations of a well-conditioned
+    # design: coefficients, residual RMS and standard errors.
+    from sklearn_plm_explain._certify import _IMPLICIT_Q_COLUMNS, _fit_weighted
+
+    rng = np.random.default_rng(p)
+    n, m, K = 2, p + 30, 3
+    A = rng.uniform(-1, 1, size=(n, m, p))
+    A[:, :, 0] = 1.0
+    Y = rng.standard_normal((n, m, K)) + 5.0
+    tau = rng.uniform(0.5, 20.0, size=(n, m))
+    beta, sigma, se = _fit_weighted(A.copy(), Y, tau)
+    assert (p >= _IMPLICIT_Q_COLUMNS) == (p == 160)
+    for i in range(n):
+        W = A[i] / tau[i][:, None]
+        G = W.T @ W
+        ref = np.linalg.solve(G, W.T @ (Y[i] / tau[i][:, None]))
+        np.testing.assert_allclose(beta[i], ref, rtol=0, atol=1e-9)
+        resid = (Y[i] - A[i] @ ref) / tau[i][:, None]
+        np.testing.assert_allclose(
+            sigma[i], np.sqrt((resid**2).sum(0) / (m - p)), rtol=1e-8
+        )
+        np.testing.assert_allclose(
+            se[i], np.sqrt(np.diag(np.linalg.inv(G)))[1:], rtol=1e-8
+        )

@@ -416,9 +416,12 @@ def test_failure_mid_way_keeps_finished_rows(iris_model):
 
 
 def test_failing_parallel_chunk_leaves_a_full_partial(iris_model):
-    # The partial result of a chunk that fails while another chunk runs is an
-    # Explanation with every field of a clean result (queries included), its
-    # finished rows as a clean run gives them, and no estimate for the rest.
+    # The partial result of a slice that fails while another slice runs is an
+    # Explanation with every field of a clean result (queries included): the
+    # rows of every slice finished before the failure and those the failing
+    # slice finished, as a clean run gives them, and no estimate for the rest.
+    import threading
+
     from joblib import parallel_config
 
     _, X = iris_model
@@ -428,20 +431,32 @@ def test_failing_parallel_chunk_leaves_a_full_partial(iris_model):
     rows[[4, 7], 0] = 5.5, 4.5  # clear of the kink: exact in one round
     rows[[5, 6], 0] = 5.0  # on the kink at x0 = 5: a second round
     seen = {"n": 0, "fail": True}
+    other_done = threading.Event()
 
     def kinked(Z):
         # Fails on the third call that concerns rows 5 and 6 (their origins,
-        # first cubes, second cubes), whichever thread sends it.
+        # first cubes, second cubes), whichever thread sends it, once the
+        # other slice (rows 0 to 3) has returned.
         logits = np.where(Z[:, :1] < 5.0, Z @ A, Z @ B)
         P = np.exp(logits - logits.max(axis=1, keepdims=True))
         P /= P.sum(axis=1, keepdims=True)
         if np.abs(Z[:, 1:] - rows[5, 1:]).max(axis=1).min() < 0.01:
             seen["n"] += 1
             if seen["fail"] and seen["n"] >= 3:
+                assert other_done.wait(timeout=60)
                 P[:] = np.nan
         return P
 
     explainer = OpenAPIExplainer(kinked, n_jobs=2, random_state=0).fit(X)
+    explain_rows = explainer._explain_rows
+
+    def signalling(sl, *args):
+        out = explain_rows(sl, *args)
+        if sl.stop <= 5:
+            other_done.set()
+        return out
+
+    explainer._explain_rows = signalling
     with parallel_config(backend="threading"):
         with pytest.raises(ModelResponseError) as info:
             explainer.explain(rows, return_queries=True)
@@ -449,8 +464,7 @@ def test_failing_parallel_chunk_leaves_a_full_partial(iris_model):
         clean = _quiet_explain(explainer, rows, return_queries=True)
     partial = info.value.partial
     assert isinstance(partial, Explanation) and partial.fields == clean.fields
-    # The first chunk's results are lost with the call that raised.
-    expected = ["not_run"] * 4 + ["exact", "not_run", "not_run", "exact"]
+    expected = ["exact"] * 5 + ["not_run", "not_run", "exact"]
     np.testing.assert_array_equal(partial.status, expected)
     done = partial.status == "exact"
     np.testing.assert_array_equal(partial.coef[done], clean.coef[done])
@@ -459,6 +473,25 @@ def test_failing_parallel_chunk_leaves_a_full_partial(iris_model):
     assert np.isnan(partial.values[~done]).all()
     assert np.isinf(partial.error_bound[~done]).all()
     assert all(partial.queries[i].shape == (0, 4) for i in np.flatnonzero(~done))
+
+
+def test_parallel_slices_hold_whole_groups():
+    from sklearn_plm_explain._search import task_slices
+
+    # One job: a group at a time.
+    assert task_slices(10, 17, 3, 1) == [slice(10, 13), slice(13, 16), slice(16, 17)]
+    # Several: about eight slices per job, each of whole groups (so that rows
+    # have the neighbours they have with one job), the last one shorter.
+    slices = task_slices(0, 300, 3, 2)
+    assert all(s.start % 3 == 0 and (s.stop - s.start) % 3 == 0 for s in slices[:-1])
+    assert slices[0].start == 0 and slices[-1].stop == 300
+    assert all(a.stop == b.start for a, b in zip(slices, slices[1:]))
+    assert 12 <= len(slices) <= 17
+    # Groups larger than a job's share: slices of at least 16 rows, or halves.
+    assert task_slices(0, 1000, 400, 2) == [
+        slice(a, min(a + 63, 1000)) for a in range(0, 1000, 63)
+    ]
+    assert task_slices(0, 20, 400, 2) == [slice(0, 10), slice(10, 20)]
 
 
 # -- determinism and batching -----------------------------------------------------
