@@ -186,9 +186,10 @@ class OpenAPIExplainer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         job searched at once; ``None`` sends each attempt's points for all
         rows of a job in one call (the memory then grows with the rows).
     n_jobs : int, default=None
-        Number of jobs explaining chunks of rows in parallel. ``None`` means 1
-        unless in a :obj:`joblib.parallel_config` context. ``-1`` means all
-        processors.
+        Number of jobs explaining slices of rows in parallel (about eight
+        slices per job, each handed to the next free worker, so that a few
+        costly rows do not hold up the call). ``None`` means 1 unless in a
+        :obj:`joblib.parallel_config` context. ``-1`` means all processors.
     verbose : int, default=0
         Show a progress bar of the rows explained (rate and time left) on
         stderr when positive. Silent by default; the command line turns it
