@@ -120,11 +120,12 @@ def _tests_from_stats(stats, Z, w, y, label, k, alpha, tie_margin):
     sw = np.sqrt(w)
     yw = (y - stats.ybar[label]) * sw
     active, betas, corrs = _lar_steps(stats, Z, sw, yw, b, k)
+    # The entering features' centred columns, gathered once for all steps.
+    centred = Z[:, active] - stats.mu[active]
     needed = []
-    for t, j1 in enumerate(active):
-        z[t], n_t = _one_step(
-            stats, Z, sw, yw, betas[t], active[:t], j1, b, alpha, tie_margin, corrs[t]
-        )
+    for t in range(active.size):
+        step = _step_products(stats, Z, sw, yw, betas[t], active, centred, t, corrs[t])
+        z[t], n_t = _one_step(step, Z.shape[0], alpha, tie_margin)
         if n_t is not None:
             needed.append(n_t)
     # The largest size any failing step asks for: one round can then settle
@@ -132,6 +133,10 @@ def _tests_from_stats(stats, Z, w, y, label, k, alpha, tie_margin):
     # monotonically as alpha shrinks.
     passed = not needed
     return _StepTests(active, z, passed, n if passed else max(needed))
+
+
+# Gram columns summed ahead with a missing one (see _LocalStats.gram_columns).
+_AHEAD = 10
 
 
 def _lar_steps(stats, Z, sw, yw, b, k):
@@ -165,7 +170,10 @@ def _lar_steps(stats, Z, sw, yw, b, k):
             break
         # The equiangular direction of the active features, from their
         # columns of the Gram matrix (kept across the rounds of a row).
-        GA = stats.gram_columns(active)
+        # The features nearest to entering next are summed in the same pass.
+        cand[j] = -np.inf
+        ahead = np.argpartition(cand, -_AHEAD)[-_AHEAD:] if d > _AHEAD else ()
+        GA = stats.gram_columns(active, ahead)
         s = np.sign(c[active])
         # Least squares: a duplicated column makes this block singular.
         wa = np.linalg.lstsq(GA[active], s, rcond=None)[0]
@@ -208,33 +216,35 @@ def _batch_se(p):
     return float(means.std(ddof=1)) * math.sqrt(m / p.size), n_batches - 1
 
 
-def _step_products(stats, Z, sw, yw, beta, prev, j1, b, corr=None):
-    """The runner-up ``j2`` of one step, ``|ĉ1|`` and the per-row products
+def _step_products(stats, Z, sw, yw, beta, active, centred, t, corr):
+    """The runner-up ``j2`` of step ``t``, ``|ĉ1|`` and the per-row products
     ``p`` whose mean is the gap ``|ĉ1| - |ĉ2|``; ``None`` without a rival.
 
-    ``corr`` holds the residual correlations ``b - G beta`` at this point of
-    the path when the caller has them (the LARS steps do).
+    ``active`` are the features in the order they enter (``j1 = active[t]``),
+    ``centred`` their centred columns and ``corr`` the residual correlations
+    ``b - G beta`` at this point of the path.
     """
     n, d = Z.shape
-    if d - prev.size - 1 <= 0:
+    if d - t - 1 <= 0:
         return None  # no rival left: nothing can change the order
+    prev, j1 = active[:t], active[t]
     # Residual correlations of every feature at this point of the path.
-    c = (b - stats.G @ beta if corr is None else corr) / n
+    c = corr / n
     rival = np.abs(c)
     rival[prev] = -np.inf
     rival[j1] = -np.inf
     j2 = int(np.argmax(rival))
-    r = yw - ((Z[:, prev] - stats.mu[prev]) * sw[:, None]) @ beta[prev]
+    r = yw - sw * (centred[:, :t] @ beta[prev])
     s1 = 1.0 if c[j1] >= 0 else -1.0
     s2 = 1.0 if c[j2] >= 0 else -1.0
     # One variance for both sign cases: that of the sign-adjusted difference.
-    x_diff = s1 * (Z[:, j1] - stats.mu[j1]) - s2 * (Z[:, j2] - stats.mu[j2])
+    x_diff = s1 * centred[:, t] - s2 * (Z[:, j2] - stats.mu[j2])
     return j2, abs(c[j1]), r * sw * x_diff
 
 
-def _one_step(stats, Z, sw, yw, beta, prev, j1, b, alpha, tie_margin, corr=None):
-    """Statistic of one step and, if it fails, the sample size it asks for."""
-    step = _step_products(stats, Z, sw, yw, beta, prev, j1, b, corr)
+def _one_step(step, n, alpha, tie_margin):
+    """Statistic of one step (see :func:`_step_products`) and, if it fails,
+    the sample size it asks for (the sample has ``n`` points)."""
     if step is None:
         return np.inf, None
     _, c1, p = step
@@ -249,7 +259,7 @@ def _one_step(stats, Z, sw, yw, beta, prev, j1, b, alpha, tie_margin, corr=None)
         z_obs = np.inf if gap > 0 else 0.0
     if z_obs > crit:
         return z_obs, None
-    needed = Z.shape[0] * (crit / z_obs) ** 2 if z_obs > 0 else np.inf
+    needed = n * (crit / z_obs) ** 2 if z_obs > 0 else np.inf
     return z_obs, needed
 
 

@@ -30,24 +30,21 @@ class _LocalStats:
     def __init__(self, Z, w, Y, prefix=None):
         self.n, self.d = Z.shape
         self._Z, self._w, self._G = Z, w, None
+        self._cols, self._asked = {}, set()
         if prefix is None:
             self.wsum = w.sum()
-            self._wz, self._zy = w @ Z, t_prod(Z, Y * w[:, None])
-            self._cols = {}
+            self._wz, self._zy, _ = _weighted_sums(Z, w, Y, [])
         else:
             # The statistics of this sample's first points with the same
             # weights: the d-wide sums read only the points added since.
             lo = prefix.n
-            Zn, wn = Z[lo:], w[lo:]
-            self.wsum = prefix.wsum + wn.sum()
-            self._wz = prefix._wz + wn @ Zn
-            self._zy = prefix._zy + t_prod(Zn, Y[lo:] * wn[:, None])
-            self._cols = {}
-            if prefix._cols:
-                keys = list(prefix._cols)
-                new = t_prod(Zn, Zn[:, keys] * wn[:, None])
-                for j, col in zip(keys, new.T):
-                    self._cols[j] = prefix._cols[j] + col
+            keys = [j for j in prefix._cols if j in prefix._asked]
+            wz, zy, cols = _weighted_sums(Z[lo:], w[lo:], Y[lo:], keys)
+            self.wsum = prefix.wsum + w[lo:].sum()
+            self._wz = prefix._wz + wz
+            self._zy = prefix._zy + zy
+            for j, col in zip(keys, cols.T):
+                self._cols[j] = prefix._cols[j] + col
         self.mu = self._wz / self.wsum
         self.ybar = w @ Y / self.wsum
         self.b = self._zy - self.wsum * np.outer(self.mu, self.ybar)
@@ -73,16 +70,26 @@ class _LocalStats:
             self._G = G
         return self._G
 
-    def gram_columns(self, S):
+    def gram_columns(self, S, ahead=()):
         """``G[:, S]``, each column summed once over the data (one pass for
         all missing columns) and kept: a grown sample (``prefix``) sums only
-        its new points for the columns its prefix had."""
+        its new points for the columns its prefix had.
+
+        When a column is missing, those of ``ahead`` (features likely asked
+        for next) are summed in the same pass: a pass over the data costs
+        about as much for a few columns as for one. They are kept for this
+        sample only, unless asked for.
+        """
         S = [int(j) for j in S]
         missing = [j for j in S if j not in self._cols]
         if missing:
+            extra = [int(j) for j in ahead if j not in self._cols]
+            extra = [j for j in extra if j not in missing]
             Z, w = self._Z, self._w
-            sums = t_prod(Z, Z[:, missing] * w[:, None])
-            self._cols.update(zip(missing, sums.T))
+            cols = missing + extra
+            sums = t_prod(Z, Z[:, cols] * w[:, None])
+            self._cols.update(zip(cols, sums.T))
+        self._asked.update(S)
         if not S:
             return np.empty((self.d, 0))
         cols = np.column_stack([self._cols[j] for j in S])
@@ -204,6 +211,19 @@ def _fit_surrogate(stats, Z, w, Y, label, S, model_regressor):
     score = _r2(ssr, float(w @ (y - ybar) ** 2), stats.flat[label])
     intercept = float(np.ravel(reg.intercept_)[0])
     return coef, intercept, score, float(reg.predict(Z[:1, S])[0])
+
+
+def _weighted_sums(Z, w, Y, keys):
+    """``w' Z``, ``Z' W Y`` and ``Z' W Z[:, keys]`` in one pass over ``Z``
+    (a product with their stacked right-hand sides): the data is read once
+    instead of once per sum."""
+    rhs = np.empty((Z.shape[0], 1 + Y.shape[1] + len(keys)))
+    rhs[:, 0] = w
+    np.multiply(Y, w[:, None], out=rhs[:, 1 : 1 + Y.shape[1]])
+    if keys:
+        np.multiply(Z[:, keys], w[:, None], out=rhs[:, 1 + Y.shape[1] :])
+    sums = t_prod(Z, rhs)
+    return sums[:, 0], sums[:, 1 : 1 + Y.shape[1]], sums[:, 1 + Y.shape[1] :]
 
 
 def _distances(Z, z0):
