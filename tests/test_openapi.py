@@ -24,6 +24,7 @@ from sklearn_plm_explain import (
     decision_features,
     local_linear_model,
 )
+from sklearn_plm_explain._results import ResultTable
 
 RTOL = 1e-8
 
@@ -415,7 +416,7 @@ def test_failure_mid_way_keeps_finished_rows(iris_model):
     np.testing.assert_array_equal(partial.coef[done], clean.coef[done])
 
 
-def test_failing_parallel_chunk_leaves_a_full_partial(iris_model):
+def test_failing_parallel_chunk_leaves_a_full_partial(iris_model, monkeypatch):
     # The partial result of a slice that fails while another slice runs is an
     # Explanation with every field of a clean result (queries included): the
     # rows of every slice finished before the failure and those the failing
@@ -436,7 +437,7 @@ def test_failing_parallel_chunk_leaves_a_full_partial(iris_model):
     def kinked(Z):
         # Fails on the third call that concerns rows 5 and 6 (their origins,
         # first cubes, second cubes), whichever thread sends it, once the
-        # other slice (rows 0 to 3) has returned.
+        # other slice's rows (0 to 3) have reached the caller's table.
         logits = np.where(Z[:, :1] < 5.0, Z @ A, Z @ B)
         P = np.exp(logits - logits.max(axis=1, keepdims=True))
         P /= P.sum(axis=1, keepdims=True)
@@ -448,15 +449,14 @@ def test_failing_parallel_chunk_leaves_a_full_partial(iris_model):
         return P
 
     explainer = OpenAPIExplainer(kinked, n_jobs=2, random_state=0).fit(X)
-    explain_rows = explainer._explain_rows
+    put = ResultTable.put
 
-    def signalling(sl, *args):
-        out = explain_rows(sl, *args)
-        if sl.stop <= 5:
+    def signalling(table, part):
+        put(table, part)
+        if part.offset == 0 and len(part) == 4:
             other_done.set()
-        return out
 
-    explainer._explain_rows = signalling
+    monkeypatch.setattr(ResultTable, "put", signalling)
     with parallel_config(backend="threading"):
         with pytest.raises(ModelResponseError) as info:
             explainer.explain(rows, return_queries=True)
