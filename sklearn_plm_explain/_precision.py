@@ -37,6 +37,9 @@ _MAX_DECIMALS = 12
 # with probability 0.6, but of a value near 0.01 with probability 0.01: the
 # evidence of a few values of different magnitudes decides).
 _MAX_DECIMALS_F32 = 7
+# The quanta 10**-(k + 1) for k an index, as _decimal_quantum computes them
+# (numpy's power: its 1e-5 is not Python's).
+_QUANTA = np.array([10.0 ** -(np.intp(k) + 1) for k in range(_MAX_DECIMALS)])
 # The narrowest binary precision assumed when the values carry fewer bits
 # (e.g. only 0, 1/2 and 1 seen so far): half precision.
 _MIN_BITS = 11
@@ -308,8 +311,13 @@ class PrecisionEvidence:
             return q, f32
         if not isinstance(self.stated, str):
             return np.full(rows.size, float(self.stated)), ~self.wide[rows]
-        for j, i in enumerate(rows):
-            q[j], f32[j] = self._decimal_quantum(i)
+        # Vectorised _decimal_quantum: the first quantum each row still has.
+        dec = self.decimal[rows]
+        dec32 = self.decimal32[rows] & ~self.wide[rows][:, None]
+        has, has32 = dec.any(axis=1), dec32.any(axis=1)
+        q[has] = _QUANTA[dec[has].argmax(axis=1)]
+        f32 = ~has & has32
+        q[f32] = _QUANTA[dec32[f32].argmax(axis=1)]
         return q, f32
 
     def _decimal_quantum(self, i):

@@ -159,6 +159,33 @@ def test_selection_and_surrogate_match_lime_base(method, binary):
     assert_allclose(lp, np.ravel(local_pred)[0], rtol=1e-8)
 
 
+def test_statistics_of_a_grown_sample_equal_those_of_the_whole():
+    """A grown sample's statistics continue its prefix's (only the columns
+    the prefix was asked for are carried, those summed ahead are not), and
+    equal the statistics of the whole sample computed afresh."""
+    rng = np.random.default_rng(3)
+    n0, n, d = 300, 700, 12
+    Z = rng.normal(size=(n, d))
+    Y = Z @ rng.normal(size=(d, 2)) + rng.normal(size=(n, 2))
+    w = rng.uniform(0.1, 1.0, n)
+    first = _LocalStats(Z[:n0], w[:n0], Y[:n0])
+    first.gram_columns([4, 1], ahead=[7, 4, 9])  # 7 and 9 summed ahead
+    first.gram_columns([4, 1, 7])  # 7 now asked for too
+    grown = _LocalStats(Z, w, Y, prefix=first)
+    assert sorted(grown._cols) == [1, 4, 7]
+    whole = _LocalStats(Z, w, Y)
+    for name in ("wsum", "mu", "ybar", "b", "syy"):
+        assert_allclose(getattr(grown, name), getattr(whole, name), rtol=1e-12)
+    cols = [4, 9, 1, 7, 0]
+    assert_allclose(grown.gram_columns(cols), whole.G[:, cols], rtol=1e-10, atol=1e-10)
+    assert_allclose(
+        first.gram_columns([9, 7]),
+        _LocalStats(Z[:n0], w[:n0], Y[:n0]).G[:, [9, 7]],
+        rtol=1e-10,
+        atol=1e-10,
+    )
+
+
 def test_model_regressor_is_used(cancer):
     Xtr, Xte, _, model = cancer
     from sklearn.linear_model import Ridge

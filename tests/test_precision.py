@@ -138,6 +138,23 @@ def test_precision_is_read_from_the_values(make, bits, quantum):
     assert m.float64[0] == (bits == 53 and quantum == 0.0)
 
 
+def test_quanta_of_many_rows_are_each_rows_own():
+    # The batched quanta equal those read row by row, for every mix of
+    # decimal and float32-decimal evidence, wide or narrow rows.
+    rng = np.random.default_rng(7)
+    n = 400
+    ev = PrecisionEvidence(n)
+    ev.decimal[:] = rng.random(ev.decimal.shape) < 0.08
+    ev.decimal32[:] = rng.random(ev.decimal32.shape) < 0.15
+    ev.wide[:] = rng.random(n) < 0.5
+    rows = rng.permutation(n)[:300]
+    q, f32 = ev.quantum(rows)
+    one_by_one = [ev._decimal_quantum(i) for i in rows]
+    assert 0 < (q > 0).sum() < rows.size and 0 < f32.sum()
+    np.testing.assert_array_equal(q, [a for a, _ in one_by_one])
+    np.testing.assert_array_equal(f32, [b for _, b in one_by_one])
+
+
 def test_evidence_only_accumulates():
     # A first answer of exactly 1/2 looks like one decimal and few bits: the
     # row starts coarse, and the first values that are not refine it.
