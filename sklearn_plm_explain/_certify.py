@@ -532,16 +532,27 @@ def _fit_weighted(A, Y, tau):
 def _qr_solve_rows(A, Y):
     """Per row, the least-squares solution of ``A beta = Y`` and ``R^-1`` of
     ``A = QR``, with ``Q`` applied as its reflectors (never formed) and
-    ``R`` inverted as a triangle. ``A`` is overwritten."""
+    ``R`` inverted as a triangle. ``A`` may be overwritten. Non-finite values
+    propagate as in numpy's batched factorisation (a saturated response's
+    column comes out NaN), where scipy's wrappers would raise."""
     n, m, p = A.shape
-    beta = np.empty((n, p, Y.shape[2]))
+    K = Y.shape[2]
+    beta = np.empty((n, p, K))
     Rinv = np.empty((n, p, p))
+    geqrf, ormqr, trtri = linalg.get_lapack_funcs(("geqrf", "ormqr", "trtri"), (A,))
+    # LAPACK's optimal workspaces (with the minimal ones it runs unblocked,
+    # about half as fast), asked for once.
+    work = int(geqrf(A[0], lwork=-1)[2][0].real)
+    side_work = None
     for i in range(n):
-        # (Y' Q)' = Q'Y, Q of the economic factorisation.
-        QtY, R = linalg.qr_multiply(A[i], Y[i].T, mode="right", overwrite_a=True)
-        beta[i] = linalg.solve_triangular(R, QtY.T, check_finite=False)
-        Rinv[i], info = linalg.lapack.dtrtri(R)
-        if info != 0:  # as numpy's inv, for a zero on R's diagonal
+        qr, reflectors, _, info = geqrf(A[i], lwork=work, overwrite_a=True)
+        if side_work is None:
+            side_work = int(ormqr("L", "T", qr, reflectors, Y[i], -1)[1][0].real)
+        QtY, _, info = ormqr("L", "T", qr, reflectors, Y[i], side_work)
+        R = np.triu(qr[:p])
+        beta[i] = linalg.solve_triangular(R, QtY[:p], check_finite=False)
+        Rinv[i], info = trtri(R)
+        if info > 0:  # as numpy's inv, for a zero on R's diagonal
             raise np.linalg.LinAlgError("Singular matrix")
     return beta, Rinv
 

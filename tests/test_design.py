@@ -489,3 +489,10 @@ def test_weighted_fit_is_the_weighted_least_squares_solution(p):
         np.testing.assert_allclose(
             se[i], np.sqrt(np.diag(np.linalg.inv(G)))[1:], rtol=1e-8
         )
+    # A response that is not finite (log of an underflowed probability)
+    # spoils its own column only, on both paths.
+    Y[0, 3, 1] = -np.inf
+    beta, sigma, se = _fit_weighted(A.copy(), Y, tau)
+    assert np.isnan(beta[0, :, 1]).all() and np.isfinite(beta[0, :, [0, 2]]).all()
+    assert np.isfinite(beta[1]).all() and np.isfinite(se).all()
+    assert np.isfinite(sigma).sum() == sigma.size - 1
