@@ -453,24 +453,20 @@ def map_row_chunks(func, n_rows, n_jobs, *args, start=0):
     from joblib import effective_n_jobs
 
     n_chunks = min(effective_n_jobs(n_jobs), max(n_rows, 1))
-    if n_chunks <= 1:
-        return [func(slice(start, start + n_rows), *args)]
-    # The outer limit covers thread workers, which share this process's BLAS
-    # (their own limits would race to restore it); the inner one process
-    # workers.
-    with threadpool_limits(limits=1, user_api="blas"):
-        return Parallel(n_jobs=n_jobs)(
-            delayed(_limited)(func, slice(start + sl.start, start + sl.stop), *args)
-            for sl in gen_even_slices(n_rows, n_chunks)
-        )
+    slices = [
+        slice(start + sl.start, start + sl.stop)
+        for sl in gen_even_slices(n_rows, n_chunks)
+    ]
+    return list(map_row_slices(func, slices, n_jobs, *args, ordered=True))
 
 
-def map_row_slices(func, slices, n_jobs, *args):
-    """Yield ``func(rows_slice, *args)`` for each of ``slices`` as it finishes.
+def map_row_slices(func, slices, n_jobs, *args, ordered=False):
+    """Yield ``func(rows_slice, *args)`` for each of ``slices``.
 
     With one job the slices run in order in this process; with more, they go
     to the workers one at a time as each becomes free (an uneven slice then
-    holds up one worker, not the call), and come back in the order they end.
+    holds up one worker, not the call), and come back in the order they end
+    (in the order given with ``ordered``).
     """
     from joblib import effective_n_jobs
 
@@ -478,8 +474,12 @@ def map_row_slices(func, slices, n_jobs, *args):
         for sl in slices:
             yield func(sl, *args)
         return
-    # See map_row_chunks for the two limits.
+    # The outer limit covers thread workers, which share this process's BLAS
+    # (their own limits would race to restore it); the inner one process
+    # workers.
     with threadpool_limits(limits=1, user_api="blas"):
         yield from Parallel(
-            n_jobs=n_jobs, return_as="generator_unordered", batch_size=1
+            n_jobs=n_jobs,
+            return_as="generator" if ordered else "generator_unordered",
+            batch_size=1,
         )(delayed(_limited)(func, sl, *args) for sl in slices)

@@ -37,8 +37,8 @@ _MAX_DECIMALS = 12
 # with probability 0.6, but of a value near 0.01 with probability 0.01: the
 # evidence of a few values of different magnitudes decides).
 _MAX_DECIMALS_F32 = 7
-# The quanta 10**-(k + 1) for k an index, as _decimal_quantum computes them
-# (numpy's power: its 1e-5 is not Python's).
+# The quanta 10**-(k + 1), read by one row and by many (numpy's power, as
+# these were always computed: its 1e-5 is not Python's).
 _QUANTA = np.array([10.0 ** -(np.intp(k) + 1) for k in range(_MAX_DECIMALS)])
 # The narrowest binary precision assumed when the values carry fewer bits
 # (e.g. only 0, 1/2 and 1 seen so far): half precision.
@@ -325,11 +325,11 @@ class PrecisionEvidence:
         the float32 nearest to its multiples (``stated="auto"``)."""
         k = np.flatnonzero(self.decimal[i])
         if k.size:
-            return 10.0 ** -(k[0] + 1), False
+            return _QUANTA[k[0]], False
         if not self.wide[i]:
             k = np.flatnonzero(self.decimal32[i])
             if k.size:
-                return 10.0 ** -(k[0] + 1), True
+                return _QUANTA[k[0]], True
         return 0.0, False
 
     def model(self, rows):
