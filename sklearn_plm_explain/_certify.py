@@ -237,12 +237,14 @@ def fit_local_models(
             beta[rows], sigma_hat[rows], se_unit[rows] = _fit_orthogonal(
                 A[rows], Y[rows], tau[rows], eps[rows], peak[rows], s[rows]
             )
-    for i in np.flatnonzero(corrected):
-        fit = _fit_corrected(A[i], Y[i], tau[i], eps[i], n_orth[i], heavy[i], s[i])
-        if fit is None:
-            corrected[i] = False
-            continue
-        beta[i], sigma_hat[i], se_unit[i], dof[i] = fit
+    if corrected.any():
+        rows = np.flatnonzero(corrected)
+        fit = _fit_corrected(
+            A[rows], Y[rows], tau[rows], eps[rows], n_orth[rows], heavy[rows], s[rows]
+        )
+        got = rows[fit[4]]
+        corrected[rows[~fit[4]]] = False
+        beta[got], sigma_hat[got], se_unit[got], dof[got] = (f[fit[4]] for f in fit[:4])
     slow = ~(plain | corrected | done)
     if slow.any():
         beta[slow], sigma_hat[slow], se_unit[slow] = _fit_weighted(
@@ -364,19 +366,25 @@ def _fit_basis(Y, tau, heavy, layouts, step):
     e = np.full(R, eps / (1.0 - eps))
     corrections = {}
     for r in np.flatnonzero(heavy.any(axis=1) & fitted):
-        lowered = np.ones(heavy[r].sum(), dtype=bool)
         C = ops.rows(r, np.flatnonzero(heavy[r]))
-        corr = _woodbury(C, w[r][heavy[r]] - 1.0, lowered, D, eps)
-        if corr is None:
+        parts = _Corrections(
+            C[None],
+            w[r][heavy[r]][None] - 1.0,
+            np.ones((1, len(C)), dtype=bool),
+            tau[r][heavy[r]][None],
+            ~heavy[r][None],
+        )
+        ok, CD, M, diag, q = _woodbury_rows(parts, D.T, np.array([eps]))
+        if not ok[0]:
             fitted[r] = False
         else:
-            corrections[r] = corr
-            e[r] = corr[3] / (1.0 - corr[3])
+            corrections[r] = (CD[0], M[0], diag[0], q[0])
+            e[r] = q[0] / (1.0 - q[0])
 
     def solve(P):
         out = P / D
-        for r, (CD, lu, _, _) in corrections.items():
-            out[r] -= CD.T @ linalg.lu_solve(lu, CD @ P[r])
+        for r, (CD, M, _, _) in corrections.items():
+            out[r] -= CD.T @ np.linalg.solve(M, CD @ P[r])
         return out
 
     def gram(beta):
@@ -444,27 +452,6 @@ def _fit_basis(Y, tau, heavy, layouts, step):
         c = (w[r] * tau2[r]).max()
         se[r] = np.sqrt(c * diag[1:]) + err[r] / np.sqrt(D[1:, 0])
     return beta, sigma_hat, se, fitted
-
-
-def _woodbury(C, change, lowered, D, eps):
-    """The low-rank correction of the Gram matrix ``D`` (p, 1) by the design
-    rows ``C`` whose weights change by ``change`` (negative for the
-    ``lowered`` rows of the orthogonal block, the weight itself for points
-    added after it): ``(CD, lu, diag, q)``, or None when the correction is not
-    small (see :func:`_fit_corrected`). ``diag`` is the corrected inverse's
-    diagonal over ``1 - q``."""
-    Dv = D[:, 0]
-    H = C[lowered] * np.sqrt(-change[lowered])[:, None] / np.sqrt(Dv)
-    lam = 1.0 - (np.linalg.norm(H, 2) ** 2 if H.size else 0.0)
-    q = eps / lam if lam > 0 else np.inf
-    if not q < _MAX_CORRECTED_RATE:
-        return None
-    CD = C / Dv
-    # Symmetric but indefinite when weights go down: an LU solve.
-    lu = linalg.lu_factor(np.diag(1.0 / change) + CD @ C.T)
-    # diag(G^-1) of the corrected inverse, by Woodbury again.
-    diag = 1.0 / Dv - np.einsum("ij,ij->j", CD, linalg.lu_solve(lu, CD))
-    return CD, lu, np.maximum(diag, 0.0) / (1.0 - q), q
 
 
 def moderate_steps(step):
@@ -655,9 +642,9 @@ def _orthogonal_se(tau, eps, peak, e, solve, exact, d, skip=None):
 
 
 def _fit_corrected(A, Y, tau, eps, n_orth, heavy, s):
-    """One row's weighted least squares on an orthogonal design changed in
-    low rank (``A = B diag(s)`` as in :func:`_fit_orthogonal`, in whose
-    notation ``B`` is called ``A`` below).
+    """Weighted least squares of rows on orthogonal designs changed in low
+    rank (``A = B diag(s)`` as in :func:`_fit_orthogonal`, in whose notation
+    ``B`` is called ``A`` below), all rows of the batch at once.
 
     Points of the orthogonal block keep weight 1, except the ``heavy`` ones
     (much noisier than the least noisy point), which get their weighted-fit
@@ -673,93 +660,221 @@ def _fit_corrected(A, Y, tau, eps, n_orth, heavy, s):
     ``sqrt(c diag(G^-1))``, with ``G^-1`` at most ``1 / (1 - q)`` times the
     corrected inverse, ``q = eps / lambda`` and ``lambda >= 1 - ||(1 -
     w)^1/2 H D^-1/2||^2`` the smallest eigenvalue of the scaled corrected
-    Gram matrix (``H`` the heavy rows of the block). Returns None when that
-    correction is not small.
+    Gram matrix (``H`` the heavy rows of the block).
+
+    Rows of fewer correction points than the batch's most are padded with
+    zero rows of ``C`` (their weight change 1): the padding is decoupled
+    from the rest of each solve. A row's refinement stops on its own, so its
+    result does not depend on its batch.
+
+    Returns ``(beta, sigma_hat, se, dof, fitted)``; rows whose correction is
+    not small have ``fitted`` False and nothing else of theirs is meaningful.
     """
-    m, p = A.shape
-    D = np.full(p, n_orth - 1.0)
-    D[0] = n_orth
-    first = np.arange(m) < n_orth
-    w = np.where(heavy, (tau.min() / tau) ** 2, 1.0)
-    low = (first & heavy) | ~first
-    C = A[low] / s
-    change = np.where(first[low], w[low] - 1.0, w[low])
-    correction = _woodbury(C, change, first[low], D[:, None], eps)
-    if correction is None:
-        return None
-    CD, lu, diag, q = correction
+    n, m, p = A.shape
+    K = Y.shape[2]
+    D = np.repeat(n_orth[:, None] - 1.0, p, axis=1)
+    D[:, 0] = n_orth
+    first = np.arange(m) < n_orth[:, None]
+    w = np.where(heavy, (tau.min(axis=1)[:, None] / tau) ** 2, 1.0)
+    parts = _corrections(A / s[:, None, :], w, heavy, first, tau)
+    fitted, CD, M, diag, q = _woodbury_rows(parts, D, eps)
+    s = s[:, :, None]
+    Dk = D[:, :, None]
 
     def solve(b):
-        x = b / D[:, None]
-        return x - CD.T @ linalg.lu_solve(lu, CD @ b)
+        return b / Dk - _t_mul(CD, _solve_rows(M, CD @ b))
 
-    Yr = Y - Y[:1]
-    wcol = w[:, None]
-    K = Y.shape[1]
-    s = s[:, None]
+    Yr = Y - Y[:, :1]
+    wcol = w[:, :, None]
     beta = solve(t_prod(A, wcol * Yr) / s)
     resid = Yr - prod(A, beta / s)
-    e, err = q / (1.0 - q), 0.0
-    floor = _NEGLIGIBLE_SOLVE * tau.min()
-    inv_tau2 = 1.0 / tau[:, None] ** 2
-    squares = None
+    e = q / (1.0 - q)
+    floor = _NEGLIGIBLE_SOLVE * tau.min(axis=1)
+    inv_tau2 = 1.0 / tau[:, :, None] ** 2
+    squares = np.empty((n, K))
+    err = np.zeros(n)
+    active = fitted.copy()
     for _ in range(_MAX_REFINE):
         # One pass gives the update and what the residuals' sum of squares
         # after it needs (see _squares_after).
-        both = t_prod(A, np.concatenate([wcol * resid, resid * inv_tau2], axis=1)) / s
-        update = solve(both[:, :K])
-        beta += update
-        err = e * np.sqrt((D[:, None] * update**2).sum(axis=0)).max()
-        if err <= floor:
-            squares = _squares_after(
-                resid, update, both[:, K:], C, low, first, tau, eps
+        both = t_prod(A, np.concatenate([wcol * resid, resid * inv_tau2], axis=2)) / s
+        update = solve(both[:, :, :K])
+        beta[active] += update[active]
+        size = e * np.sqrt((Dk * update**2).sum(axis=1)).max(axis=1)
+        err[active] = size[active]
+        done = active & (size <= floor)
+        if done.any():
+            squares[done] = _squares_rows(
+                resid[done],
+                update[done],
+                both[done, :, K:],
+                parts.take(done),
+                tau[done],
+                eps[done],
+                D[done],
             )
+        active &= ~done
+        if not active.any():
             break
-        resid = Yr - prod(A, beta / s)
-    if squares is None:
-        squares = ((resid / tau[:, None]) ** 2).sum(axis=0)
-    beta[0] += Y[0]
-    dof = m - p
-    sigma_hat = np.sqrt(squares / dof)
-    c = (w * tau**2).max()
-    se = np.sqrt(c * diag[1:]) + err / np.sqrt(D[1:])
-    return beta, sigma_hat, se, dof
+        resid[active] = (Yr - prod(A, beta / s))[active]
+    squares[active] = ((resid[active] / tau[active, :, None]) ** 2).sum(axis=1)
+    beta[:, 0] += Y[:, 0]
+    dof = np.full(n, m - p, dtype=np.intp)
+    sigma_hat = np.sqrt(squares / (m - p))
+    c = (w * tau**2).max(axis=1)
+    se = np.sqrt(c[:, None] * diag[:, 1:]) + (err[:, None] / np.sqrt(D[:, 1:]))
+    return beta, sigma_hat, se, dof, fitted
+
+
+class _Corrections:
+    """Per row, the design rows a low-rank correction changes, padded to the
+    batch's most: ``C`` (n, r, p) those rows of ``[1, U]`` (zero rows where
+    padded), ``change`` (n, r) their weight changes (1 where padded),
+    ``lowered`` (n, r) the rows of the orthogonal block whose weight goes
+    down, ``tau_low`` (n, r) their noise scales (1 where padded) and
+    ``light`` (n, m) the block's points of weight 1."""
+
+    def __init__(self, C, change, lowered, tau_low, light):
+        self.C, self.change, self.lowered = C, change, lowered
+        self.tau_low, self.light = tau_low, light
+
+    def take(self, rows):
+        return _Corrections(
+            self.C[rows],
+            self.change[rows],
+            self.lowered[rows],
+            self.tau_low[rows],
+            self.light[rows],
+        )
+
+
+def _corrections(B, w, heavy, first, tau):
+    """The :class:`_Corrections` of designs ``B = [1, U]`` (n, m, p) with
+    weights ``w``: the ``heavy`` points of the orthogonal block (the points
+    ``first``) and the points added after it."""
+    low = (first & heavy) | ~first
+    r = low.sum(axis=1)
+    # The low points of each row first, in their order, then the others.
+    idx = np.argsort(~low, axis=1, kind="stable")[:, : r.max()]
+    valid = np.arange(idx.shape[1]) < r[:, None]
+    C = np.take_along_axis(B, idx[:, :, None], axis=1)
+    C[~valid] = 0.0
+    w_low = np.take_along_axis(w, idx, axis=1)
+    in_block = np.take_along_axis(first, idx, axis=1)
+    change = np.where(valid, np.where(in_block, w_low - 1.0, w_low), 1.0)
+    tau_low = np.where(valid, np.take_along_axis(tau, idx, axis=1), 1.0)
+    return _Corrections(C, change, in_block & valid, tau_low, first & ~low)
+
+
+def _woodbury_rows(parts, D, eps):
+    """The low-rank corrections of the Gram matrices ``diag(D)`` (n, p):
+    ``(fitted, CD, M, diag, q)``, with ``M`` the capacitance matrices
+    ``S^-1 + C D^-1 C'`` (the identity for rows not ``fitted``, whose
+    correction is not small), ``diag`` the corrected inverse's diagonal over
+    ``1 - q`` and ``q = eps / lambda``."""
+    C, change = parts.C, parts.change
+    H = (
+        np.where(
+            parts.lowered[:, :, None],
+            C * np.sqrt(np.where(parts.lowered, -change, 0.0))[:, :, None],
+            0.0,
+        )
+        / np.sqrt(D)[:, None, :]
+    )
+    lam = 1.0 - (np.linalg.norm(H, 2, axis=(1, 2)) ** 2 if H.size else 0.0)
+    with np.errstate(divide="ignore"):
+        q = np.where(lam > 0, eps / lam, np.inf)
+    fitted = q < _MAX_CORRECTED_RATE
+    CD = C / D[:, None, :]
+    r = C.shape[1]
+    # Symmetric but indefinite when weights go down: an LU solve.
+    M = np.zeros((len(C), r, r))
+    M[:, np.arange(r), np.arange(r)] = 1.0 / change
+    M += CD @ np.swapaxes(C, 1, 2)
+    M[~fitted] = np.eye(r)
+    try:
+        MinvCD = _solve_rows(M, CD)
+    except np.linalg.LinAlgError:
+        # A capacitance matrix singular to working precision: that row is
+        # left to the weighted factorisation, the others keep theirs.
+        for i in np.flatnonzero(fitted):
+            try:
+                _solve_rows(M[i : i + 1], CD[i : i + 1])
+            except np.linalg.LinAlgError:
+                fitted[i] = False
+                M[i] = np.eye(r)
+        MinvCD = _solve_rows(M, CD)
+    # diag(G^-1) of the corrected inverse, by Woodbury again.
+    diag = 1.0 / D - np.einsum("nij,nij->nj", CD, MinvCD)
+    q = np.where(fitted, q, 0.0)
+    return fitted, CD, M, np.maximum(diag, 0.0) / (1.0 - q)[:, None], q
+
+
+def _solve_rows(M, b):
+    """``M^-1 b`` per row (LU with partial pivoting, numpy's batched gesv)."""
+    return np.linalg.solve(M, b)
+
+
+def _t_mul(C, x):
+    """``C' x`` per row, for ``C`` (n, r, p) and ``x`` (n, r, k)."""
+    return np.swapaxes(C, 1, 2) @ x
 
 
 def _squares_after(resid, update, weighted, C, low, first, tau, eps):
-    """An upper bound on ``sum_m ((resid - B update) / tau)^2`` per column,
-    without the pass over the design ``B`` that the residuals after
+    """:func:`_squares_rows` of one row, whose rows ``low`` of the design
+    ``C`` are (``first`` its orthogonal block's points)."""
+    parts = _Corrections(
+        C[None],
+        np.ones((1, len(C))),
+        first[low][None],
+        tau[low][None],
+        (first & ~low)[None],
+    )
+    n_orth = int(first.sum())
+    D = np.full((1, update.shape[0]), n_orth - 1.0)
+    D[0, 0] = n_orth
+    return _squares_rows(
+        resid[None], update[None], weighted[None], parts, tau[None], np.array([eps]), D
+    )[0]
+
+
+def _squares_rows(resid, update, weighted, parts, tau, eps, D):
+    """An upper bound on ``sum_m ((resid - B update) / tau)^2`` per row and
+    column, without the pass over the designs ``B`` that the residuals after
     ``update`` would take.
 
-    ``weighted`` is ``B' (resid / tau^2)``, ``C`` the rows ``low`` of ``B``
-    (the heavy points and those added after the orthogonal block, the
-    points ``first``). The sum is ``sum (resid / tau)^2 - 2 update'
-    weighted + sum (B update / tau)^2``; the last term is summed exactly over
-    the rows of ``C``, and over the block's other points it is at most what
-    is left of ``||B_block update||^2 <= (1 + eps) update' D update``
+    ``weighted`` is ``B' (resid / tau^2)``, ``parts`` the rows of ``B`` that
+    a correction changes (:class:`_Corrections`: the heavy points and those
+    added after the orthogonal block), ``D`` (n, p) the block's Gram
+    diagonal. The sum is ``sum (resid / tau)^2 - 2 update' weighted + sum (B
+    update / tau)^2``; the last term is summed exactly over the rows of
+    ``C``, and over the block's other points it is at most what is left of
+    ``||B_block update||^2 <= (1 + eps) update' D update``
     (``||D^-1/2 B'B D^-1/2 - I|| <= eps``) over their smallest ``tau^2``.
     Any coefficients' residuals are at least the weighted least-squares
     minimum, so the noise estimate stays at least as strict; the bound
     exceeds the exact sum by the spread of ``tau`` over the block's light
     points (a few in a thousand).
     """
-    n_orth = int(first.sum())
-    D = np.full((update.shape[0], 1), n_orth - 1.0)
-    D[0] = n_orth
-    moved = C @ update
-    in_block = first[low]
-    rest = (1.0 + eps) * (D * update**2).sum(axis=0) - (moved[in_block] ** 2).sum(
-        axis=0
+    moved = parts.C @ update
+    metric = (D[:, :, None] * update**2).sum(axis=1)
+    in_block = parts.lowered[:, :, None]
+    rest = (1.0 + eps)[:, None] * metric - (np.where(in_block, moved, 0.0) ** 2).sum(
+        axis=1
     )
-    light = first & ~low
-    quad = (moved / tau[low, None]) ** 2
-    own = ((resid / tau[:, None]) ** 2).sum(axis=0)
-    cross = 2.0 * (update * weighted).sum(axis=0)
-    total = own - cross + quad.sum(axis=0)
-    if light.any():
-        total = total + np.maximum(rest, 0.0) / tau[light].min() ** 2
+    quad = (moved / parts.tau_low[:, :, None]) ** 2
+    own = ((resid / tau[:, :, None]) ** 2).sum(axis=1)
+    cross = 2.0 * (update * weighted).sum(axis=1)
+    total = own - cross + quad.sum(axis=1)
+    light_tau = np.where(parts.light, tau, np.inf).min(axis=1)
+    has_light = parts.light.any(axis=1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        extra = np.where(
+            has_light[:, None], np.maximum(rest, 0.0) / light_tau[:, None] ** 2, 0.0
+        )
+    total = total + extra
     # The terms' own rounding, with room to spare.
-    slack = 1e-12 * (own + np.abs(cross) + (D * update**2).sum(axis=0) / tau.min() ** 2)
+    slack = 1e-12 * (own + np.abs(cross) + metric / (tau.min(axis=1) ** 2)[:, None])
     return np.maximum(total + slack, 0.0)
 
 

@@ -167,6 +167,50 @@ def test_grown_cube_is_fitted_by_a_low_rank_update(extra):
     assert np.all(fast[3] >= slow[3] * (1 - 1e-9))
 
 
+def test_corrected_rows_fitted_together_are_each_fitted_as_alone():
+    # The low-rank corrections of a batch are padded to its largest: rows of
+    # one heavy point, four heavy points, added points (a grown cube of a
+    # smaller block) and none at all, fitted together, give what each gives
+    # alone, and what the weighted least-squares fit with the same weights
+    # gives, with standard errors at least the weighted fit's.
+    rng = np.random.default_rng(11)
+    d, m, K = 20, 30, 3
+    rows = []
+    for block, n_heavy in ((m - 1, 1), (m - 1, 4), (m - 7, 2), (m - 1, 0)):
+        A, Y, x0, step, G = _cube(rng, d, block - 1, 1e-3, K=K)
+        extra = m - block
+        pts = rng.standard_normal((extra, d)) * step + x0
+        A = np.concatenate([A, np.ones((1, extra, d + 1))], axis=1)
+        A[0, block:, 1:] = pts - x0
+        Y = np.concatenate([Y, (pts @ G + (Y[0, 0] - x0 @ G))[None]], axis=1)
+        tau = 1e-14 * (1.0 + 1e-4 * rng.random((1, m)))
+        tau[0, rng.choice(np.arange(1, block), size=n_heavy, replace=False)] = 1e-9
+        Y = Y + tau[..., None] * rng.standard_normal(Y.shape)
+        rows.append((A, Y, x0, step, tau, np.array([block])))
+    together = fit_local_models(
+        *(np.concatenate([r[k] for r in rows]) for k in range(4)),
+        False,
+        np.concatenate([r[4] for r in rows]),
+        n_orthogonal=np.concatenate([r[5] for r in rows]),
+    )
+    for i, (A, Y, x0, step, tau, block) in enumerate(rows):
+        alone = fit_local_models(A, Y, x0, step, False, tau, n_orthogonal=block)
+        for k in (0, 1, 3, 4):  # slopes, intercepts, standard errors, dof
+            np.testing.assert_allclose(together[k][i], alone[k][0], rtol=1e-12)
+        # The residual RMS is bounded from the residuals before the last
+        # update (_squares_after): equal up to that bound's rounding slack.
+        np.testing.assert_allclose(together[2][i], alone[2][0], rtol=1e-3)
+        # The weights the corrected fit gives: 1, or the heavy points' own.
+        w = np.where(tau[0] > 1.25 * tau[0].min(), (tau[0].min() / tau[0]) ** 2, 1.0)
+        B = A[0] / np.concatenate([[1.0], step[0]])
+        ref = np.linalg.solve(B.T @ (w[:, None] * B), B.T @ (w[:, None] * Y[0]))
+        np.testing.assert_allclose(
+            together[0][i], ref[1:] / step[0][:, None], rtol=0, atol=1e-7
+        )
+        slow = fit_local_models(A, Y, x0, step, False, tau)
+        assert np.all(together[3][i] >= slow[3][0] * (1 - 1e-9))
+
+
 def test_a_design_that_is_not_orthogonal_is_caught_by_its_residuals():
     # The fast fit trusts the design's closed form; a design perturbed far
     # beyond its representation error must not come out exact-looking: its
@@ -338,6 +382,44 @@ def test_residual_squares_after_an_update_are_bounded_tightly(extra, seed):
         exact = (((resid - B @ update) / tau[:, None]) ** 2).sum(axis=0)
         assert np.all(bound >= exact)
         assert np.all(bound <= 1.01 * exact)
+
+
+def test_residual_squares_of_padded_rows_are_each_rows_own_bound():
+    # Rows of a batch with different numbers of corrected points (padded to
+    # the largest): each row's bound is an upper bound on its own exact sum,
+    # and tight, whatever the padding.
+    from sklearn_plm_explain._certify import _corrections, _squares_rows
+
+    rng = np.random.default_rng(7)
+    d, n, K, extra = 30, 31, 4, 6
+    m = n + 1 + extra
+    B = np.ones((3, m, d + 1))
+    B[:, 0, 1:] = 0.0
+    first = np.zeros((3, m), dtype=bool)
+    heavy = np.zeros((3, m), dtype=bool)
+    # Row 0: two heavy points and six added; row 1: one heavy point (its
+    # block the whole cube); row 2: no heavy point, six added.
+    for r, (block, hv) in enumerate([(n + 1, [3, 17]), (m, [9]), (n + 1, [])]):
+        B[r, 1:block, 1:] = orthogonal_design(rng, block - 1, d)
+        B[r, block:, 1:] = rng.standard_normal((m - block, d))
+        first[r, :block] = True
+        heavy[r, hv] = True
+    tau = 1.0 + 0.002 * rng.random((3, m))
+    tau[heavy] = rng.uniform(40.0, 900.0, heavy.sum())
+    eps = np.array([basis_bounds(n, d)[0], basis_bounds(m - 1, d)[0], 0.0])
+    eps[2] = eps[0]
+    D = np.full((3, d + 1), float(n))
+    D[1] = m - 1.0
+    D[:, 0] = D[:, 1] + 1.0
+    parts = _corrections(B, np.ones((3, m)), heavy, first, tau)
+    assert parts.C.shape[1] == 8  # the largest: two heavy and six added
+    resid = rng.standard_normal((3, m, K)) * tau[:, :, None]
+    update = rng.standard_normal((3, d + 1, K)) / np.sqrt(D)[:, :, None]
+    weighted = np.swapaxes(B, 1, 2) @ (resid / tau[:, :, None] ** 2)
+    bound = _squares_rows(resid, update, weighted, parts, tau, eps, D)
+    exact = (((resid - B @ update) / tau[:, :, None]) ** 2).sum(axis=1)
+    assert np.all(bound >= exact)
+    assert np.all(bound <= 1.01 * exact)
 
 
 # -- cubes that are their drawn design, bit for bit -----------------------------------
