@@ -157,7 +157,8 @@ def _fingerprint(explainer, rows, target):
     fitted = {
         k: v
         for k, v in vars(explainer).items()
-        if k not in ("estimator", "estimator_", "_caller")
+        # The model is compared by its own hash; its repr may hold addresses.
+        if k not in ("estimator", "estimator_", "_caller", "_estimator_repr")
         and k not in params
         and k not in _EXECUTION_PARAMS
         and k != "random_state"

@@ -382,6 +382,9 @@ class OpenAPIExplainer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
             )
             self.classes_ = self._resolve_classes(X, frame)
             self.scale_ = self._resolve_scale(X)
+            # Each explanation records the model it queried; a large model's
+            # repr costs about a millisecond, once per fit rather than per call.
+            self._estimator_repr = repr(self.estimator)
             # The background of contributions and standardized slopes.
             self.mean_, self.std_ = X.mean(axis=0), X.std(axis=0)
             # Build the random orthogonal basis of a first cube now, once per
@@ -735,7 +738,7 @@ class OpenAPIExplainer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
             classes=self.classes_,
             feature_names=names,
             method="openapi",
-            params=self.get_params(deep=False) | {"estimator": repr(self.estimator)},
+            params=self.get_params(deep=False) | {"estimator": self._estimator_repr},
             coef=coef,
             status=status,
             converged=status == "exact",

@@ -503,11 +503,9 @@ class NoiseModel:
             grid = 2.0 ** -self.bits.astype(np.float64)
             Pb = np.where(self.bits[:, None, None] <= 24, P.astype(np.float32), P)
             Pb = Pb.astype(np.float64)
-            on_grid = (
-                (Pb > 0)
-                & (Pb < _SMALL_P)
-                & (np.mod(Pb / grid[:, None, None], 1.0) == 0.0)
-            )
+            # A power of two divides exactly; an integer is its own floor.
+            t = Pb / grid[:, None, None]
+            on_grid = (Pb > 0) & (Pb < _SMALL_P) & (np.floor(t) == t)
             safe = np.where(on_grid, Pb, 1.0)
             absolute = np.where(on_grid, 0.5 * eps[:, :, None] / safe, 0.0)
             tau = tau + absolute.max(axis=2)

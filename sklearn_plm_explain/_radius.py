@@ -54,6 +54,12 @@ class Attempt:
     estimate_limited: bool = False  # the noise estimate, not the floor, set it
     dof: int = 0  # spare degrees of freedom of the residuals
 
+    def __post_init__(self):
+        # The residual test reads this once per attempt of the row's history
+        # and per question asked of it; against the floor a float compare
+        # does (fmax skips NaN, which compares False in np.any).
+        self.sigma_max = float(np.fmax.reduce(np.atleast_1d(self.sigma_hat)))
+
 
 class RadiusSearch:
     """Chooses the next radius of one row from what its attempts showed.
@@ -120,9 +126,10 @@ class RadiusSearch:
         if att.bad:
             return True
         # In units of the noise model the a-priori floor is 1.
-        level = 1.0 if self.noise is None else np.maximum(1.0, self.noise)
         factor = _coarse_factor(att.dof) if self.coarse else EXCESS_FACTOR
-        return bool(np.any(att.sigma_hat > factor * level))
+        if self.noise is None:
+            return att.sigma_max > factor
+        return bool(np.any(att.sigma_hat > factor * np.maximum(1.0, self.noise)))
 
     def _learn_noise(self):
         # Two inconsistent attempts whose residual did not fall when the cube

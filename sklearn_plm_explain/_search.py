@@ -649,8 +649,10 @@ class LocalModelSearch:
         for j in np.flatnonzero(~model.float64 | (model.quantum > 0)):
             layouts[j] = None
         if all(lay is None for lay in layouts):
+            A[:, :, 0] = 1.0
+            A[:, 0, 1:] = 0.0
             for j in range(n):
-                fill(j)
+                np.subtract(points[j], state.X[rows[j]], out=A[j, 1:, 1:])
             layouts = fill = None
         R0 = state.R0[rows]
         L0 = state.L0[rows]
