@@ -65,6 +65,15 @@ class Cubes:
     exact_basis: np.ndarray | None = None
 
 
+class _Kinds(NamedTuple):
+    """Per-cube kinds of a batch's noise model (boolean vectors)."""
+
+    coarse: np.ndarray
+    rounded: np.ndarray
+    correlated: np.ndarray
+    float64: np.ndarray
+
+
 @dataclass(frozen=True, kw_only=True)
 class _Fits:
     """The local models of a round's cubes and their bounds (see
@@ -128,17 +137,20 @@ class CubeJudge:
             & model.deterministic
             & np.array([searches[i].radius >= self.config.max_radius for i in rows])
         )
-        clipped = _clipped(cubes.P, len(rows)) & model.float64
+        float64 = model.float64
+        clipped = _clipped(cubes.P, len(rows)) & float64
+        # The noise model's per-row kinds, read once (each is a vector).
+        kinds = _Kinds(~float64, model.quantum > 0, model.correlated, float64)
         for j, i in enumerate(rows):
             search = searches[i]
             if flat[j] or wide_flat[j]:
                 state.record_flat(i, Y[j, 0], search.radius)
                 del searches[i]
-            elif clipped[j] or (pinned[j] and model.float64[j] and not state.sharp[i]):
+            elif clipped[j] or (pinned[j] and float64[j] and not state.sharp[i]):
                 # Pinned responses carry no slope: no estimate from this cube.
                 state.record_saturated(i)
                 del searches[i]
-            elif self._attempt_ends_search(cubes, fits, j, search):
+            elif self._attempt_ends_search(cubes, fits, j, search, kinds):
                 del searches[i]
 
     def _fit(self, cubes, searches):
@@ -229,13 +241,15 @@ class CubeJudge:
             wc[g] = np.where(finite[:, None], part, np.inf)
         return stat, wc
 
-    def _attempt_ends_search(self, cubes, fits, j, search):
+    def _attempt_ends_search(self, cubes, fits, j, search, kinds):
         """Record the ``j``-th cube as an attempt of its row; whether the
-        row's search is over (certified, or out of radii)."""
-        state, model, i = self.state, cubes.model, cubes.rows[j]
-        search.coarse = bool(model.coarse[j])
-        search.rounded = bool(model.quantum[j] > 0)
-        search.single_call = bool(model.correlated[j])
+        row's search is over (certified, or out of radii). ``kinds``: the
+        cubes' noise-model kinds (:class:`_Kinds`)."""
+        state, i = self.state, cubes.rows[j]
+        float64 = bool(kinds.float64[j])
+        search.coarse = bool(kinds.coarse[j])
+        search.rounded = bool(kinds.rounded[j])
+        search.single_call = bool(kinds.correlated[j])
         candidate = Candidate(
             slope=fits.slope[j],
             intercept=fits.intercept[j],
@@ -244,7 +258,7 @@ class CubeJudge:
             sigma=fits.sigma[j],
             radius=search.radius,
             attempt=len(search.history),
-            float64=bool(model.float64[j]),
+            float64=float64,
         )
         state.add_candidate(i, candidate)
         search.record(
@@ -265,7 +279,7 @@ class CubeJudge:
         if search.coarse:
             inside = inside and search.radius <= search.safe_radius()
         if fits.rel[j] <= self.config.rtol and search.last_consistent() and inside:
-            self._certified(fits, j, i, search.radius, bool(model.float64[j]))
+            self._certified(fits, j, i, search.radius, float64)
             return True
         nxt = None
         if state.result.n_iter[i] < self.config.max_iter:

@@ -133,6 +133,8 @@ class PrecisionEvidence:
     # -- evidence ------------------------------------------------------------------
     def update(self, i, R):
         """Take in the responses ``R`` (m, K) that row ``i`` received."""
+        if self.informative[i] and self.wide[i] and not self.decimal[i].any():
+            return  # float64, no quantum, already seen: nothing left to learn
         v = np.asarray(R, dtype=np.float64).ravel()
         # 0 and 1 (a saturated probability) say nothing about the precision.
         v = v[np.isfinite(v) & (v != 0) & (v != 1)]
