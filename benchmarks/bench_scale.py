@@ -64,6 +64,7 @@ Usage::
 # SPDX-License-Identifier: BSD-3-Clause
 
 import argparse
+import gc
 import json
 import os
 import resource
@@ -513,10 +514,39 @@ def cpu_seconds(fn, *args):
     return out, time.process_time() - c0, time.perf_counter() - w0
 
 
+class GCPauses:
+    """CPU seconds and count of the interpreter's full (generation 2)
+    garbage collections while active: in a process holding shap's and lime's
+    objects one costs tens of ms, a single timed call of either method may
+    pay it, and the table says which did."""
+
+    def __enter__(self):
+        self.seconds, self.full, self._start = 0.0, 0, None
+        gc.callbacks.append(self._hook)
+        return self
+
+    def __exit__(self, *exc):
+        gc.callbacks.remove(self._hook)
+
+    def _hook(self, phase, info):
+        if phase == "start":
+            self._start = time.process_time()
+        elif self._start is not None:
+            self.seconds += time.process_time() - self._start
+            self.full += info["generation"] == 2
+
+
 def top_overlap(W, truth, k=10):
     top = np.argsort(-np.abs(W), axis=1)[:, :k]
     top_truth = np.argsort(-np.abs(truth), axis=1)[:, :k]
     return np.mean([len(set(a) & set(b)) / k for a, b in zip(top, top_truth)])
+
+
+def gc_note(pauses):
+    """The full collections a timed call paid, if any, for its note."""
+    if not pauses.full:
+        return ""
+    return f"; {pauses.full} full gc ({1e3 * pauses.seconds:.0f} ms)"
 
 
 def side_rows(case, n_rows, n_slow, kwargs):
@@ -534,7 +564,8 @@ def side_rows(case, n_rows, n_slow, kwargs):
     explainer = OpenAPIExplainer(fn, random_state=0, **kwargs).fit(case["X_train"])
     quiet_explain(explainer, warm)
     fn.reset()
-    e, cpu, wall = cpu_seconds(quiet_explain, explainer, X)
+    with GCPauses() as pauses:
+        e, cpu, wall = cpu_seconds(quiet_explain, explainer, X)
     n = len(X)
     methods = {
         "OpenAPIExplainer (ours)": {
@@ -543,7 +574,8 @@ def side_rows(case, n_rows, n_slow, kwargs):
             "wall": wall,
             "rows": n,
             "note": f"own {1e3 * (cpu - fn.seconds) / n:.2f} ms/row; "
-            + ", ".join(f"{k} {v}" for k, v in e.status_counts().items()),
+            + ", ".join(f"{k} {v}" for k, v in e.status_counts().items())
+            + gc_note(pauses),
         }
     }
     warm_targets = model.predict_proba(warm).argmax(axis=1)
@@ -554,9 +586,10 @@ def side_rows(case, n_rows, n_slow, kwargs):
         ("shap KernelExplainer", shap_weights, n_slow),
         ("lime explain_instance (default)", lime_weights_default, n_slow),
     ]:
-        with np.errstate(all="ignore"):
+        with np.errstate(all="ignore"), GCPauses() as pauses:
             values, cpu, wall = cpu_seconds(fn, case, X[:rows], targets[:rows])
         methods[name] = {"values": values, "cpu": cpu, "wall": wall, "rows": rows}
+        methods[name]["note"] = gc_note(pauses).lstrip("; ")
     ours = methods["OpenAPIExplainer (ours)"]
     out = []
     for name, m in methods.items():
