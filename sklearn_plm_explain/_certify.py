@@ -824,8 +824,8 @@ def _t_mul(C, x):
 
 
 def _squares_after(resid, update, weighted, C, low, first, tau, eps):
-    """:func:`_squares_rows` of one row, whose rows ``low`` of the design
-    ``C`` are (``first`` its orthogonal block's points)."""
+    """:func:`_squares_rows` of one row: ``C`` holds the rows ``low`` of its
+    design, ``first`` marks its orthogonal block's points."""
     parts = _Corrections(
         C[None],
         np.ones((1, len(C))),

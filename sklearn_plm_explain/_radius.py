@@ -128,7 +128,7 @@ class RadiusSearch:
         # In units of the noise model the a-priori floor is 1.
         factor = _coarse_factor(att.dof) if self.coarse else EXCESS_FACTOR
         if self.noise is None:
-            return att.sigma_max > factor
+            return bool(att.sigma_max > factor)
         return bool(np.any(att.sigma_hat > factor * np.maximum(1.0, self.noise)))
 
     def _learn_noise(self):
