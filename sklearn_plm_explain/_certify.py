@@ -6,6 +6,8 @@ over rows that share one design size, and free of model queries.
 
 # SPDX-License-Identifier: BSD-3-Clause
 
+from typing import NamedTuple
+
 import numpy as np
 from scipy import linalg, stats
 
@@ -370,14 +372,11 @@ def _fit_basis(Y, tau, heavy, layouts, step):
     corrections = {}
     for r in np.flatnonzero(heavy.any(axis=1) & fitted):
         C = ops.rows(r, np.flatnonzero(heavy[r]))
-        parts = _Corrections(
-            C[None],
-            w[r][heavy[r]][None] - 1.0,
-            np.ones((1, len(C)), dtype=bool),
-            tau[r][heavy[r]][None],
-            ~heavy[r][None],
+        change = w[r][heavy[r]][None] - 1.0
+        lowered = np.ones(change.shape, dtype=bool)
+        ok, CD, M, diag, q = _woodbury_rows(
+            C[None], change, lowered, D.T, np.array([eps])
         )
-        ok, CD, M, diag, q = _woodbury_rows(parts, D.T, np.array([eps]))
         if not ok[0]:
             fitted[r] = False
         else:
@@ -387,7 +386,7 @@ def _fit_basis(Y, tau, heavy, layouts, step):
     def solve(P):
         out = P / D
         for r, (CD, M, _, _) in corrections.items():
-            out[r] -= CD.T @ np.linalg.solve(M, CD @ P[r])
+            out[r] -= CD.T @ _solve_rows(M, CD @ P[r])
         return out
 
     def gram(beta):
@@ -680,7 +679,9 @@ def _fit_corrected(A, Y, tau, eps, n_orth, heavy, s):
     first = np.arange(m) < n_orth[:, None]
     w = np.where(heavy, (tau.min(axis=1)[:, None] / tau) ** 2, 1.0)
     parts = _corrections(A / s[:, None, :], w, heavy, first, tau)
-    fitted, CD, M, diag, q = _woodbury_rows(parts, D, eps)
+    fitted, CD, M, diag, q = _woodbury_rows(
+        parts.C, parts.change, parts.lowered, D, eps
+    )
     s = s[:, :, None]
     Dk = D[:, :, None]
 
@@ -729,7 +730,7 @@ def _fit_corrected(A, Y, tau, eps, n_orth, heavy, s):
     return beta, sigma_hat, se, dof, fitted
 
 
-class _Corrections:
+class _Corrections(NamedTuple):
     """Per row, the design rows a low-rank correction changes, padded to the
     batch's most: ``C`` (n, r, p) those rows of ``[1, U]`` (zero rows where
     padded), ``change`` (n, r) their weight changes (1 where padded),
@@ -737,18 +738,14 @@ class _Corrections:
     down, ``tau_low`` (n, r) their noise scales (1 where padded) and
     ``light`` (n, m) the block's points of weight 1."""
 
-    def __init__(self, C, change, lowered, tau_low, light):
-        self.C, self.change, self.lowered = C, change, lowered
-        self.tau_low, self.light = tau_low, light
+    C: np.ndarray
+    change: np.ndarray
+    lowered: np.ndarray
+    tau_low: np.ndarray
+    light: np.ndarray
 
     def take(self, rows):
-        return _Corrections(
-            self.C[rows],
-            self.change[rows],
-            self.lowered[rows],
-            self.tau_low[rows],
-            self.light[rows],
-        )
+        return _Corrections(*(field[rows] for field in self))
 
 
 def _corrections(B, w, heavy, first, tau):
@@ -769,17 +766,18 @@ def _corrections(B, w, heavy, first, tau):
     return _Corrections(C, change, in_block & valid, tau_low, first & ~low)
 
 
-def _woodbury_rows(parts, D, eps):
-    """The low-rank corrections of the Gram matrices ``diag(D)`` (n, p):
-    ``(fitted, CD, M, diag, q)``, with ``M`` the capacitance matrices
-    ``S^-1 + C D^-1 C'`` (the identity for rows not ``fitted``, whose
-    correction is not small), ``diag`` the corrected inverse's diagonal over
-    ``1 - q`` and ``q = eps / lambda``."""
-    C, change = parts.C, parts.change
+def _woodbury_rows(C, change, lowered, D, eps):
+    """The low-rank corrections of the Gram matrices ``diag(D)`` (n, p) by
+    the design rows ``C`` (n, r, p) whose weights change by ``change`` (n,
+    r), negative for the ``lowered`` rows of the orthogonal block (see
+    :class:`_Corrections`): ``(fitted, CD, M, diag, q)``, with ``M`` the
+    capacitance matrices ``S^-1 + C D^-1 C'`` (the identity for rows not
+    ``fitted``, whose correction is not small), ``diag`` the corrected
+    inverse's diagonal over ``1 - q`` and ``q = eps / lambda``."""
     H = (
         np.where(
-            parts.lowered[:, :, None],
-            C * np.sqrt(np.where(parts.lowered, -change, 0.0))[:, :, None],
+            lowered[:, :, None],
+            C * np.sqrt(np.where(lowered, -change, 0.0))[:, :, None],
             0.0,
         )
         / np.sqrt(D)[:, None, :]
