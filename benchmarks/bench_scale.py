@@ -31,7 +31,11 @@ C = 10 classes, one BLAS thread for the whole run:
    (``bench_parallel.py``'s timer) and whether the results are identical;
 5. side by side at d = 64 and 784: ours and central finite differences of
    the log-probabilities (2d queries, ``bench_openapi.py``'s ``zoo``) on
-   ``--side-rows`` rows, each after one untimed run on other rows;
+   ``--side-rows`` rows, each after one untimed run on other rows, then
+   timed in turn ``--side-repeats`` times (medians, and the ratio pair by
+   pair); every timed call starts from a collected heap (``gc.collect()``),
+   so that it pays the full collections its own allocations trigger, not
+   those that the objects of earlier methods left pending;
    ``shap.KernelExplainer`` (background: 10 k-means centres, its default
    ``nsamples``) and lime's default ``explain_instance`` (the target class's
    label, all else default) on the first ``--side-slow-rows`` of them. CPU time per row includes the model's;
@@ -57,7 +61,7 @@ Usage::
         [--sections data widths memory jobs side slime radii]
         [--widths 64 256 784 2048] [--rows 200 200 50 5]
         [--memory-rows 1000 20000] [--jobs-rows 100] [--side-rows 100]
-        [--side-slow-rows 10]
+        [--side-slow-rows 10] [--side-repeats 7]
         [--slime-rows 20] [--explainer-kwargs JSON]
 """
 
@@ -101,6 +105,7 @@ QUICK = {
     "jobs_rows": 4,
     "side_rows": 2,
     "side_slow_rows": 2,
+    "side_repeats": 2,
     "slime_rows": 2,
 }
 N_TRAIN_GENERATED = 1000
@@ -549,11 +554,25 @@ def gc_note(pauses):
     return f"; {pauses.full} full gc ({1e3 * pauses.seconds:.0f} ms)"
 
 
-def side_rows(case, n_rows, n_slow, kwargs):
-    """Ours and central differences on ``n_rows`` rows, shap and lime on the
-    first ``n_slow`` of them; ours and central differences first run once,
-    untimed, on other rows (the first calls of a process pay for its first
-    use of memory)."""
+def timed_call(fn, *args):
+    """``fn(*args)`` timed from a collected heap: the full collections a
+    timed call pays are then those its own allocations trigger, not those
+    the objects of the methods timed before it left pending (lime's and
+    shap's, about 245,000, cost 40-90 ms per full collection); returns
+    ``(out, cpu, wall, pauses)``."""
+    gc.collect()
+    with np.errstate(all="ignore"), GCPauses() as pauses:
+        out, cpu, wall = cpu_seconds(fn, *args)
+    return out, cpu, wall, pauses
+
+
+def side_rows(case, n_rows, n_slow, kwargs, repeats):
+    """Ours and central differences on ``n_rows`` rows, timed in turn
+    ``repeats`` times (ours, theirs, ours, ...; the ratio taken pair by
+    pair, so that it holds while the machine's speed drifts); shap and lime
+    once on the first ``n_slow`` of them. Ours and central differences first
+    run once, untimed, on other rows (the first calls of a process pay for
+    its first use of memory)."""
     X = case["X_test"][:n_rows]
     warm = case["X_test"][n_rows : 2 * n_rows]
     model = case["model"]
@@ -563,34 +582,52 @@ def side_rows(case, n_rows, n_slow, kwargs):
     fn = CPUTimedModel(model.predict_proba)
     explainer = OpenAPIExplainer(fn, random_state=0, **kwargs).fit(case["X_train"])
     quiet_explain(explainer, warm)
-    fn.reset()
-    with GCPauses() as pauses:
-        e, cpu, wall = cpu_seconds(quiet_explain, explainer, X)
+    warm_targets = model.predict_proba(warm).argmax(axis=1)
+    with np.errstate(all="ignore"):
+        fd_weights(case, warm, warm_targets)
     n = len(X)
+    ours, fd, own, gcs = [], [], [], []
+    for _ in range(repeats):
+        fn.reset()
+        e, cpu, wall, pauses = timed_call(quiet_explain, explainer, X)
+        ours.append((cpu, wall))
+        own.append(cpu - fn.seconds)
+        fd_values, fd_cpu, fd_wall, fd_pauses = timed_call(fd_weights, case, X, targets)
+        fd.append((fd_cpu, fd_wall))
+        gcs.append((pauses.full, fd_pauses.full))
+    pair = np.array([b[0] / a[0] for a, b in zip(ours, fd)])
+    cpu, wall = np.median(ours, axis=0)
     methods = {
         "OpenAPIExplainer (ours)": {
             "values": e.values,
             "cpu": cpu,
             "wall": wall,
             "rows": n,
-            "note": f"own {1e3 * (cpu - fn.seconds) / n:.2f} ms/row; "
+            "note": f"own {1e3 * np.median(own) / n:.2f} ms/row; "
             + ", ".join(f"{k} {v}" for k, v in e.status_counts().items())
-            + gc_note(pauses),
-        }
+            + f"; median of {repeats}"
+            + full_gc_note([g[0] for g in gcs]),
+        },
+        "central differences (2d queries)": {
+            "values": fd_values,
+            "cpu": np.median(fd, axis=0)[0],
+            "wall": np.median(fd, axis=0)[1],
+            "rows": n,
+            "ratio": np.median(pair),
+            "note": f"median of {repeats}; its time / ours pair by pair "
+            f"{pair.min():.2f}-{pair.max():.2f}" + full_gc_note([g[1] for g in gcs]),
+        },
     }
-    warm_targets = model.predict_proba(warm).argmax(axis=1)
-    with np.errstate(all="ignore"):
-        fd_weights(case, warm, warm_targets)
-    for name, fn, rows in [
-        ("central differences (2d queries)", fd_weights, n),
-        ("shap KernelExplainer", shap_weights, n_slow),
-        ("lime explain_instance (default)", lime_weights_default, n_slow),
+    for name, slow_fn in [
+        ("shap KernelExplainer", shap_weights),
+        ("lime explain_instance (default)", lime_weights_default),
     ]:
-        with np.errstate(all="ignore"), GCPauses() as pauses:
-            values, cpu, wall = cpu_seconds(fn, case, X[:rows], targets[:rows])
-        methods[name] = {"values": values, "cpu": cpu, "wall": wall, "rows": rows}
+        values, cpu, wall, pauses = timed_call(
+            slow_fn, case, X[:n_slow], targets[:n_slow]
+        )
+        methods[name] = {"values": values, "cpu": cpu, "wall": wall, "rows": n_slow}
         methods[name]["note"] = gc_note(pauses).lstrip("; ")
-    ours = methods["OpenAPIExplainer (ours)"]
+    ours_cpu = methods["OpenAPIExplainer (ours)"]["cpu"] / n
     out = []
     for name, m in methods.items():
         k = m["rows"]
@@ -605,29 +642,36 @@ def side_rows(case, n_rows, n_slow, kwargs):
                 "rel L1 median": np.median(rel),
                 "rel L1 max": rel.max(),
                 "top-10 overlap": top_overlap(m["values"], truth[:k]),
-                "its time / ours": (m["cpu"] / k) / (ours["cpu"] / n),
+                "its time / ours": m.get("ratio", (m["cpu"] / k) / ours_cpu),
                 "note": m.get("note", ""),
             }
         )
     err = errors(e, model, X)
     wrong = int(wrong_rows(e, err, OpenAPIExplainer(**kwargs).rtol).sum())
-    return out, wrong
+    return out, wrong, pair
 
 
-def section_side(cases, n_rows, n_slow, kwargs, checks):
+def full_gc_note(counts):
+    """How many of the timed calls paid a full collection, if any did."""
+    paid = sum(c > 0 for c in counts)
+    return f"; {paid} of {len(counts)} calls paid a full gc" if paid else ""
+
+
+def section_side(cases, n_rows, n_slow, kwargs, repeats, checks):
     out = []
     for d in (64, 784):
-        rows, wrong = side_rows(cases[d], n_rows, n_slow, kwargs)
+        rows, wrong, pair = side_rows(cases[d], n_rows, n_slow, kwargs, repeats)
         out += rows
         ratio = {r["method"]: r["its time / ours"] for r in rows}
         fd, shap_, lime = list(ratio.values())[1:]
         checks.append(
             (
-                f"d = {d}: ours faster per row than central differences, >= 100 x "
-                "faster than lime and shap, 0 wrong",
-                f"x{fd:.2f} (FD), x{shap_:.0f} (shap), x{lime:.0f} (lime), "
+                f"d = {d}: ours faster per row than central differences (in every "
+                "timed pair), >= 100 x faster than lime and shap, 0 wrong",
+                f"x{fd:.2f} (FD, median; {pair.min():.2f}-{pair.max():.2f} over "
+                f"{len(pair)} pairs), x{shap_:.0f} (shap), x{lime:.0f} (lime), "
                 f"{wrong} wrong",
-                fd > 1 and shap_ >= 100 and lime >= 100 and wrong == 0,
+                pair.min() > 1 and shap_ >= 100 and lime >= 100 and wrong == 0,
             )
         )
     print(table(list(out[0]), [[fmt(v) for v in r.values()] for r in out]))
@@ -738,6 +782,7 @@ def parse_args(argv=None):
     parser.add_argument("--jobs-rows", type=int, default=100)
     parser.add_argument("--side-rows", type=int, default=100)
     parser.add_argument("--side-slow-rows", type=int, default=10)
+    parser.add_argument("--side-repeats", type=int, default=7)
     parser.add_argument("--slime-rows", type=int, default=20)
     parser.add_argument("--fit-iter", type=int, default=10, help="training epochs")
     parser.add_argument("--explainer-kwargs", default="{}", help="JSON")
@@ -752,7 +797,13 @@ def parse_args(argv=None):
     if args.quick or args.rows is None:
         args.rows = [defaults.get(d, defaults[784]) for d in args.widths]
     if args.quick:
-        keys = ("memory_rows", "jobs_rows", "side_rows", "side_slow_rows")
+        keys = (
+            "memory_rows",
+            "jobs_rows",
+            "side_rows",
+            "side_slow_rows",
+            "side_repeats",
+        )
         for key in keys + ("slime_rows",):
             setattr(args, key, QUICK[key])
     return args
@@ -786,7 +837,12 @@ def main():
         "memory": lambda: section_memory(args.memory_rows, args, checks),
         "jobs": lambda: section_jobs(cases[784], args.jobs_rows, kwargs, checks),
         "side": lambda: section_side(
-            cases, args.side_rows, args.side_slow_rows, kwargs, checks
+            cases,
+            args.side_rows,
+            args.side_slow_rows,
+            kwargs,
+            args.side_repeats,
+            checks,
         ),
         "radii": lambda: section_radii(cases, args.widths, args.rows),
         "slime": lambda: section_slime(

@@ -6,12 +6,18 @@ over rows that share one design size, and free of model queries.
 
 # SPDX-License-Identifier: BSD-3-Clause
 
+from functools import lru_cache
 from typing import NamedTuple
 
 import numpy as np
 from scipy import linalg, stats
 
-from sklearn_plm_explain._design import _basis, basis_bounds, exact_gram
+from sklearn_plm_explain._design import (
+    _basis,
+    basis_bounds,
+    exact_first_solve,
+    exact_gram,
+)
 from sklearn_plm_explain._products import prod, t_prod
 
 EPS = np.finfo(np.float64).eps
@@ -64,9 +70,19 @@ def noise_inflation(n_witnesses, level=1e-3):
     ``k`` degrees of freedom; ``sigma <= s * sqrt(k / q)`` with ``q`` its lower
     ``level`` quantile, at confidence ``1 - level``.
     """
-    q = stats.chi2.ppf(level, n_witnesses)
-    factor = np.sqrt(n_witnesses / q)
-    return float(factor) if np.ndim(factor) == 0 else factor
+    if np.ndim(n_witnesses) == 0:
+        return _inflation(int(n_witnesses), float(level))
+    # A batch holds a few distinct counts: one quantile each (scipy's ppf
+    # costs about 0.2 ms a call, which was a tenth of a small round's own time).
+    k = np.asarray(n_witnesses)
+    values, inverse = np.unique(k, return_inverse=True)
+    factors = np.array([_inflation(int(v), float(level)) for v in values])
+    return factors[inverse].reshape(k.shape)
+
+
+@lru_cache(maxsize=256)
+def _inflation(k, level):
+    return float(np.sqrt(k / stats.chi2.ppf(level, k)))
 
 
 def noise_scale(L, P=None):
@@ -309,6 +325,47 @@ class _BasisProducts:
         out[:, 0] += V[:, 0]
         return out
 
+    def first_solve(self, V):
+        """``beta + D^-1 (b - [1, U]'[1, U] beta)`` with ``beta = D^-1 b``, ``b
+        = [1, U]' V``, per row, for ``V`` (R, m, k) whose origin row is zero
+        (responses relative to the origin's): the first solve and its one
+        step with the Gram matrix, as one product with the basis's
+        :func:`~sklearn_plm_explain._design.exact_first_solve` matrix ``F``.
+
+        With ``c = B'y`` the products of all basis columns with the row's
+        points, ``S`` the row's signs and ``T`` its columns (the constant one
+        first), ``b = S c_T`` and the Gram matrix is ``S G_TT S + e0 e0'``
+        (the origin adds 1 to the intercept's entry), so the result is ``S
+        D_T^-1 (2 c_T - G_TT D_T^-1 c_T) - e0 c_0 / D_0^2``. ``G_TT D_T^-1
+        c_T`` is ``(G E^-1 c)_T`` less the basis columns ``L`` the row left
+        out, ``G_TL c_L / n``: the product with ``F`` gives ``(M c)_T``, and
+        the left-out columns add ``D_T^-1 G_TL c_L / n`` (one column per
+        row at image width, O(n k) each)."""
+        R, m, k = V.shape
+        n = self.basis.shape[0]
+        W = np.ascontiguousarray(V[:, 1:, :].transpose(1, 0, 2)).reshape(m - 1, R * k)
+        full = t_prod(exact_first_solve(n), W).reshape(n, R, k)
+        Wr = W.reshape(n, R, k)
+        left = self._left_out()
+        if left.shape[1]:
+            c_left = np.einsum("nrl,nrk->rlk", self.basis[:, left], Wr)
+            E = np.full(n, float(n))
+            E[0] = n + 1.0
+            corr = np.einsum("nrl,rlk->nrk", self.gram_matrix[:, left], c_left)
+            full += corr / (n * E)[:, None, None]
+        out = self._gather(full.reshape(n, R * k), R, k)
+        out[:, 0] -= Wr.sum(axis=0) / (n + 1.0) ** 2
+        return out
+
+    def _left_out(self):
+        """(R, n - 1 - d): each row's basis columns not in its design."""
+        R, d = self.cols.shape
+        n = self.basis.shape[0]
+        used = np.zeros((R, n), dtype=bool)
+        np.put_along_axis(used, self.cols, True, axis=1)
+        used[:, 0] = True
+        return np.nonzero(~used)[1].reshape(R, n - 1 - d)
+
     def p(self, beta):
         """``[1, U] beta`` per row, for ``beta`` (R, d + 1, k); (R, m, k).
         The intercept enters through the basis's constant column; the origin
@@ -383,27 +440,45 @@ def _fit_basis(Y, tau, heavy, layouts, step):
             corrections[r] = (CD[0], M[0], diag[0], q[0])
             e[r] = q[0] / (1.0 - q[0])
 
-    def solve(P):
+    def solve(P, rows=None):
+        # rows: the batch's rows that P's rows are (all of them by default).
+        at = None if rows is None else {r: j for j, r in enumerate(rows)}
         out = P / D
         for r, (CD, M, _, _) in corrections.items():
-            out[r] -= CD.T @ _solve_rows(M, CD @ P[r])
+            j = r if at is None else at.get(r)
+            if j is not None:
+                out[j] -= CD.T @ _solve_rows(M, CD @ P[j])
         return out
 
-    def gram(beta):
+    def gram(beta, rows, sub):
         # The weighted Gram matrix: the heavy rows' weights go down.
-        out = ops.gram(beta)
-        for r, C in heavy_rows.items():
-            out[r] += C.T @ ((w[r][heavy[r]] - 1.0)[:, None] * (C @ beta[r]))
+        out = sub.gram(beta)
+        for j, r in enumerate(rows):
+            C = heavy_rows[r]
+            out[j] += C.T @ ((w[r][heavy[r]] - 1.0)[:, None] * (C @ beta[j]))
         return out
 
     heavy_rows = {r: ops.rows(r, np.flatnonzero(heavy[r])) for r in corrections}
     wcol = w[:, :, None]
     # The exact basis is orthogonal to about 1e-8 only: one step with its
-    # Gram matrix, cheap, brings the first solve to the rounding level, and
-    # the refinement below to the noise's.
-    b = ops.t(wcol * Yr)
-    beta = solve(b)
-    beta += solve(b - gram(beta))
+    # Gram matrix brings the first solve to the rounding level, and the
+    # refinement below to the noise's. Rows of weight 1 take both in one
+    # product; rows with corrections take them apart.
+    V = wcol * Yr
+    weighted = np.zeros(R, dtype=bool)
+    weighted[list(corrections)] = True
+    if not weighted.any():
+        beta = ops.first_solve(V)
+    else:
+        beta = np.empty((R, p, K))
+        unit = np.flatnonzero(~weighted)
+        if unit.size:
+            beta[unit] = ops.subset(unit).first_solve(V[unit])
+        rows = np.flatnonzero(weighted)
+        sub = ops.subset(rows)
+        b = sub.t(V[rows])
+        first = solve(b, rows)
+        beta[rows] = first + solve(b - gram(first, rows, sub), rows)
     resid = Yr - ops.p(beta)
     floor = _NEGLIGIBLE_SOLVE * tau.min(axis=1)
     inv_tau2 = 1.0 / tau[:, :, None] ** 2

@@ -169,6 +169,23 @@ def exact_gram(n):
     return _exact(n)[1]
 
 
+@lru_cache(maxsize=6)
+def exact_first_solve(n):
+    """``F`` (n, n) such that ``F' y`` is the first solve of the fits on the
+    exact basis of size ``n``, with its one step on the Gram matrix folded in
+    (read-only): ``F' y = M B'y``, ``M = E^-1 (2 I - G E^-1)``, ``G = B'B``
+    and ``E = diag(n + 1, n, ..., n)``, the Gram diagonal of a design of the
+    origin and the basis's ``n`` points (see
+    :meth:`sklearn_plm_explain._certify._BasisProducts.first_solve`)."""
+    basis, gram = _exact(n)[:2]
+    E = np.full(n, float(n))
+    E[0] = n + 1.0
+    M = (2.0 * np.eye(n) - gram / E[None, :]) / E[:, None]
+    F = basis @ M.T
+    F.setflags(write=False)
+    return F
+
+
 def basis_bounds(n, d, exact=False):
     """What the fits may assume of an orthogonal design of ``n`` points.
 

@@ -529,6 +529,46 @@ def test_fit_on_the_basis_matches_the_fit_on_the_design(heavy, seed):
         assert np.all(err <= max(1.0, 3 * basis[2][r].max()) * basis[3][r].sum())
 
 
+@pytest.mark.parametrize("n, d", [(34, 33), (34, 32), (34, 30), (130, 100)])
+def test_first_solve_on_the_basis_folds_the_gram_step(n, d):
+    # The first solve with its Gram step folded into one product with a
+    # matrix precomputed per basis: equal to the two steps taken apart (a
+    # solve with the Gram diagonal, then one with the Gram matrix), for rows
+    # leaving out none, one or many of their basis's columns, with a
+    # nonzero intercept; and within the basis's squared deviation of the
+    # least-squares solution.
+    from sklearn_plm_explain._certify import _BasisProducts
+    from sklearn_plm_explain._design import _basis, exact_gram
+
+    rng = np.random.default_rng(n + d)
+    R, K, m, p = 5, 3, n + 1, d + 1
+    layouts = []
+    for _ in range(R):
+        layout = []
+        orthogonal_design(rng, n, d, layout=layout, exact=True)
+        layouts.append(layout[0])
+    ops = _BasisProducts(
+        _basis(n, True)[0],
+        exact_gram(n),
+        np.stack([lay[1] for lay in layouts]),
+        np.stack([lay[2] for lay in layouts]),
+    )
+    V = rng.standard_normal((R, m, K)) + 3.0
+    V[:, 0] = 0.0  # responses relative to the origin's
+    D = np.full((p, 1), m - 1.0)
+    D[0] = m
+    b = ops.t(V)
+    apart = b / D
+    apart += (b - ops.gram(apart)) / D
+    folded = ops.first_solve(V)
+    scale = np.abs(apart).max()
+    np.testing.assert_allclose(folded, apart, rtol=0, atol=1e-13 * scale)
+    A = np.stack([ops.rows(r, np.arange(m)) for r in range(R)])
+    for r in range(R):
+        ls = np.linalg.lstsq(A[r], V[r], rcond=None)[0]
+        np.testing.assert_allclose(folded[r], ls, rtol=0, atol=1e-13 * scale)
+
+
 def test_a_cube_that_is_not_its_drawn_design_is_not_fitted_as_one():
     # The basis fit reads no design: given the layout of a cube whose points
     # were moved (by far more than any rounding), its residuals must show it.
