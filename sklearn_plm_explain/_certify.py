@@ -440,22 +440,10 @@ def _fit_basis(Y, tau, heavy, layouts, step):
             corrections[r] = (CD[0], M[0], diag[0], q[0])
             e[r] = q[0] / (1.0 - q[0])
 
-    def solve(P, rows=None):
-        # rows: the batch's rows that P's rows are (all of them by default).
-        at = None if rows is None else {r: j for j, r in enumerate(rows)}
+    def solve(P):
         out = P / D
         for r, (CD, M, _, _) in corrections.items():
-            j = r if at is None else at.get(r)
-            if j is not None:
-                out[j] -= CD.T @ _solve_rows(M, CD @ P[j])
-        return out
-
-    def gram(beta, rows, sub):
-        # The weighted Gram matrix: the heavy rows' weights go down.
-        out = sub.gram(beta)
-        for j, r in enumerate(rows):
-            C = heavy_rows[r]
-            out[j] += C.T @ ((w[r][heavy[r]] - 1.0)[:, None] * (C @ beta[j]))
+            out[r] -= CD.T @ _solve_rows(M, CD @ P[r])
         return out
 
     heavy_rows = {r: ops.rows(r, np.flatnonzero(heavy[r])) for r in corrections}
@@ -465,20 +453,16 @@ def _fit_basis(Y, tau, heavy, layouts, step):
     # refinement below to the noise's. Rows of weight 1 take both in one
     # product; rows with corrections take them apart.
     V = wcol * Yr
-    weighted = np.zeros(R, dtype=bool)
-    weighted[list(corrections)] = True
-    if not weighted.any():
+    if not corrections:
         beta = ops.first_solve(V)
     else:
-        beta = np.empty((R, p, K))
-        unit = np.flatnonzero(~weighted)
-        if unit.size:
-            beta[unit] = ops.subset(unit).first_solve(V[unit])
-        rows = np.flatnonzero(weighted)
-        sub = ops.subset(rows)
-        b = sub.t(V[rows])
-        first = solve(b, rows)
-        beta[rows] = first + solve(b - gram(first, rows, sub), rows)
+        # The heavy points' unit responses ride in the same product (each
+        # product streams the whole basis-sized matrix, whatever its width).
+        rows = list(corrections)
+        E = _unit_responses(heavy, rows)
+        both = ops.first_solve(np.concatenate([V, E], axis=2))
+        beta = both[:, :, :K]
+        beta[rows] = _weighted_solve(beta, both[:, :, K:], heavy, w, heavy_rows, rows)
     resid = Yr - ops.p(beta)
     floor = _NEGLIGIBLE_SOLVE * tau.min(axis=1)
     inv_tau2 = 1.0 / tau[:, :, None] ** 2
@@ -529,6 +513,48 @@ def _fit_basis(Y, tau, heavy, layouts, step):
         c = (w[r] * tau2[r]).max()
         se[r] = np.sqrt(c * diag[1:]) + err[r] / np.sqrt(D[1:, 0])
     return beta, sigma_hat, se, fitted
+
+
+def _unit_responses(heavy, rows):
+    """(n, m, r): for each of ``rows``, a unit response at each of its
+    heavy points in turn (zero elsewhere, and for the other rows), as
+    :meth:`_BasisProducts.first_solve` takes them: relative to the origin's.
+    A unit response at the origin is the constant 1 (fitted exactly by the
+    intercept, so its solution is ``e0`` plus the one returned) less 1 at
+    every other point."""
+    r_max = max(int(heavy[r].sum()) for r in rows)
+    n, m = heavy.shape
+    E = np.zeros((n, m, r_max))
+    for r in rows:
+        points = np.flatnonzero(heavy[r])
+        E[r, points, np.arange(points.size)] = 1.0
+    origin = E[:, 0, :] == 1.0
+    E[:, 1:, :] -= origin[:, None, :]
+    E[:, 0, :] = 0.0
+    return E
+
+
+def _weighted_solve(beta, H, heavy, w, heavy_rows, rows):
+    """The weighted least-squares solutions of ``rows``, from ``beta``, their
+    solutions with weight 1 (``G^-1 b``, ``b = [1, U]' W y``), and ``H``,
+    those of the unit responses of :func:`_unit_responses`.
+
+    The weighted Gram matrix is ``G + C'SC``, with ``C`` the heavy points'
+    design rows and ``S`` their weight changes: by Woodbury its solution is
+    ``beta - H (S^-1 + C H)^-1 C beta`` with ``H = G^-1 C'``, whose columns
+    are the solutions with weight 1 for a unit response at each heavy point,
+    as accurate as ``beta``.
+    """
+    out = np.empty((len(rows), *beta.shape[1:]))
+    for j, r in enumerate(rows):
+        C = heavy_rows[r]
+        k = C.shape[0]
+        Hr = H[r, :, :k].copy()
+        if heavy[r, 0]:
+            Hr[0, 0] += 1.0  # the origin's unit response (see _unit_responses)
+        cap = np.diag(1.0 / (w[r][heavy[r]] - 1.0)) + C @ Hr
+        out[j] = beta[r] - Hr @ np.linalg.solve(cap, C @ beta[r])
+    return out
 
 
 def moderate_steps(step):

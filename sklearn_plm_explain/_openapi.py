@@ -178,8 +178,9 @@ class OpenAPIExplainer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         queries, designs and cubes stay within scikit-learn's
         ``working_memory`` (:func:`sklearn.set_config`, 1024 MiB by default;
         and within about 16 MiB per array, which keeps large arrays in
-        reused memory) and a finished group keeps only its results. At d =
-        784 that is a few rows per group, at d = 64 several hundred; a
+        reused memory, or 64 MiB for groups of up to 8 rows) and a finished
+        group keeps only its results. At d = 784 that is 8 rows per group,
+        at d = 64 several hundred; a
         group's attempts for all its rows go to the model in one call, and
         with ``reuse_regions`` rows reuse the models of their own group. An
         int sends at most that many points in one call, with every row of a
