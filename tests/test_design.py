@@ -569,6 +569,49 @@ def test_first_solve_on_the_basis_folds_the_gram_step(n, d):
         np.testing.assert_allclose(folded[r], ls, rtol=0, atol=1e-13 * scale)
 
 
+@pytest.mark.parametrize("heavy_points", [[(5, 100)], [(0, 7)], [(0,)], [(3,), ()]])
+def test_weighted_solution_on_the_basis_from_the_unit_weight_one(heavy_points):
+    # Rows whose heavy points (the origin among them) get weights below 1:
+    # the solution with weight 1 and the unit responses' solutions, from the
+    # one folded product, give the weighted least-squares solution.
+    from sklearn_plm_explain._certify import (
+        _BasisProducts,
+        _unit_responses,
+        _weighted_solve,
+    )
+    from sklearn_plm_explain._design import _basis, exact_gram
+
+    rng = np.random.default_rng(len(heavy_points[0]))
+    n, d, K = 130, 120, 3
+    R, m = len(heavy_points), n + 1
+    layouts = []
+    for _ in range(R):
+        layout = []
+        orthogonal_design(rng, n, d, layout=layout, exact=True)
+        layouts.append(layout[0])
+    ops = _BasisProducts(
+        _basis(n, True)[0],
+        exact_gram(n),
+        np.stack([lay[1] for lay in layouts]),
+        np.stack([lay[2] for lay in layouts]),
+    )
+    Y = rng.standard_normal((R, m, K)) + 2.0
+    Y -= Y[:, :1]
+    heavy = np.zeros((R, m), dtype=bool)
+    for r, points in enumerate(heavy_points):
+        heavy[r, list(points)] = True
+    w = np.where(heavy, rng.uniform(1e-4, 0.5, (R, m)), 1.0)
+    rows = [r for r in range(R) if heavy[r].any()]
+    heavy_rows = {r: ops.rows(r, np.flatnonzero(heavy[r])) for r in rows}
+    V = np.concatenate([w[:, :, None] * Y, _unit_responses(heavy, rows)], axis=2)
+    both = ops.first_solve(V)
+    got = _weighted_solve(both[:, :, :K], both[:, :, K:], heavy, w, heavy_rows, rows)
+    for j, r in enumerate(rows):
+        A = ops.rows(r, np.arange(m)) * np.sqrt(w[r])[:, None]
+        ls = np.linalg.lstsq(A, Y[r] * np.sqrt(w[r])[:, None], rcond=None)[0]
+        np.testing.assert_allclose(got[j], ls, rtol=0, atol=1e-13 * np.abs(ls).max())
+
+
 def test_a_cube_that_is_not_its_drawn_design_is_not_fitted_as_one():
     # The basis fit reads no design: given the layout of a cube whose points
     # were moved (by far more than any rounding), its residuals must show it.
