@@ -406,7 +406,7 @@ def _fit_basis(Y, tau, heavy, layouts, step):
     points) and :func:`_fit_corrected` (rows with some), whose notation this
     follows, with the design's deviation ``eps`` that of its basis alone (the
     points are the drawn ones). The residuals' sum of squares after the last
-    update is bounded by :func:`_squares_after`. Rows whose correction is
+    update is bounded by :func:`_squares_rows`. Rows whose correction is
     not small are declined: returns ``(beta, sigma_hat, se, fitted)``.
     """
     R, m, K = Y.shape
@@ -426,19 +426,26 @@ def _fit_basis(Y, tau, heavy, layouts, step):
     w = np.where(heavy, (tau.min(axis=1)[:, None] / tau) ** 2, 1.0)
     fitted = heavy.sum(axis=1) <= MAX_CORRECTION * p
     e = np.full(R, eps / (1.0 - eps))
-    corrections = {}
-    for r in np.flatnonzero(heavy.any(axis=1) & fitted):
-        C = ops.rows(r, np.flatnonzero(heavy[r]))
-        change = w[r][heavy[r]][None] - 1.0
-        lowered = np.ones(change.shape, dtype=bool)
+    corrections, heavy_rows = {}, {}
+    weighted = np.flatnonzero(heavy.any(axis=1) & fitted)
+    if weighted.size:
+        # The heavy points' design rows of all such rows, padded to the most
+        # (zero rows, weight change 1: decoupled from each solve), and their
+        # corrections in one batched solve.
+        parts = _basis_corrections(ops, weighted, heavy, w, tau)
         ok, CD, M, diag, q = _woodbury_rows(
-            C[None], change, lowered, D.T, np.array([eps])
+            parts.C,
+            parts.change,
+            parts.lowered,
+            np.repeat(D.T, weighted.size, axis=0),
+            np.full(weighted.size, eps),
         )
-        if not ok[0]:
-            fitted[r] = False
-        else:
-            corrections[r] = (CD[0], M[0], diag[0], q[0])
-            e[r] = q[0] / (1.0 - q[0])
+        fitted[weighted[~ok]] = False
+        for j in np.flatnonzero(ok):
+            r = weighted[j]
+            corrections[r] = (CD[j], M[j], diag[j], q[j])
+            heavy_rows[r] = parts.C[j, : parts.lowered[j].sum()]
+            e[r] = q[j] / (1.0 - q[j])
 
     def solve(P):
         out = P / D
@@ -446,7 +453,6 @@ def _fit_basis(Y, tau, heavy, layouts, step):
             out[r] -= CD.T @ _solve_rows(M, CD @ P[r])
         return out
 
-    heavy_rows = {r: ops.rows(r, np.flatnonzero(heavy[r])) for r in corrections}
     wcol = w[:, :, None]
     # The exact basis is orthogonal to about 1e-8 only: one step with its
     # Gram matrix brings the first solve to the rounding level, and the
@@ -469,7 +475,6 @@ def _fit_basis(Y, tau, heavy, layouts, step):
     squares = np.empty((R, K))
     err = np.zeros(R)
     active = fitted.copy()
-    first = np.ones(m, dtype=bool)
     for _ in range(_MAX_REFINE):
         both = ops.t(np.concatenate([wcol * resid, resid * inv_tau2], axis=2))
         update = solve(both[:, :, :K])
@@ -486,11 +491,19 @@ def _fit_basis(Y, tau, heavy, layouts, step):
             np.full(plain.sum(), eps),
             D,
         )
-        for r in np.flatnonzero(done & ~plain):
-            low = heavy[r]
-            C = ops.rows(r, np.flatnonzero(low))
-            squares[r] = _squares_after(
-                resid[r], update[r], both[r, :, K:], C, low, first, tau[r], eps
+        rows = np.flatnonzero(done & ~plain)
+        if rows.size:
+            # Rows with heavy points: their corrections' parts, with weight
+            # change 1 (the squares are measured unweighted, in units of tau).
+            at = np.searchsorted(weighted, rows)
+            squares[rows] = _squares_rows(
+                resid[rows],
+                update[rows],
+                both[rows, :, K:],
+                parts.take(at)._replace(change=np.ones_like(parts.change[at])),
+                tau[rows],
+                np.full(rows.size, eps),
+                np.repeat(D.T, rows.size, axis=0),
             )
         active &= ~done
         if not active.any():
@@ -513,6 +526,27 @@ def _fit_basis(Y, tau, heavy, layouts, step):
         c = (w[r] * tau2[r]).max()
         se[r] = np.sqrt(c * diag[1:]) + err[r] / np.sqrt(D[1:, 0])
     return beta, sigma_hat, se, fitted
+
+
+def _basis_corrections(ops, rows, heavy, w, tau):
+    """The :class:`_Corrections` of ``rows`` (increasing) of a basis fit
+    whose designs are their whole orthogonal blocks: their heavy points'
+    design rows, padded to the most (zero rows, weight change 1, noise
+    scale 1), the weight changes ``w - 1`` and the block's other points as
+    its light ones."""
+    counts = heavy[rows].sum(axis=1)
+    r_max = int(counts.max())
+    n, p = len(rows), ops.cols.shape[1] + 1
+    C = np.zeros((n, r_max, p))
+    change = np.ones((n, r_max))
+    tau_low = np.ones((n, r_max))
+    for j, r in enumerate(rows):
+        points = np.flatnonzero(heavy[r])
+        C[j, : points.size] = ops.rows(r, points)
+        change[j, : points.size] = w[r, points] - 1.0
+        tau_low[j, : points.size] = tau[r, points]
+    lowered = np.arange(r_max) < counts[:, None]
+    return _Corrections(C, change, lowered, tau_low, ~heavy[rows])
 
 
 def _unit_responses(heavy, rows):
