@@ -25,7 +25,12 @@ from sklearn_plm_explain._blackbox import (
     resolve_response_method,
 )
 from sklearn_plm_explain._checkpoint import explain_in_chunks
-from sklearn_plm_explain._design import EXACT_MIN_ENTRIES, basis_bounds, single_block
+from sklearn_plm_explain._design import (
+    EXACT_MIN_ENTRIES,
+    basis_bounds,
+    exact_first_solve,
+    single_block,
+)
 from sklearn_plm_explain._explanation import Explanation, count_statuses
 from sklearn_plm_explain._results import ResultTable
 from sklearn_plm_explain._search import (
@@ -390,12 +395,14 @@ class OpenAPIExplainer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
             self.mean_, self.std_ = X.mean(axis=0), X.std(axis=0)
             # Build the random orthogonal basis of a first cube now, once per
             # process (O(d^3)), rather than inside the first explain; and its
-            # exact variant, where cubes can be drawn from it.
+            # exact variant, where cubes can be drawn from it, with the
+            # matrix of its fits' first solve.
             d = self.scale_.size
             n = d + self.n_witnesses
             basis_bounds(n, d)
             if n * d > EXACT_MIN_ENTRIES and single_block(n, d):
                 basis_bounds(n, d, exact=True)
+                exact_first_solve(n)
             self.init_radius_ = first
             if self.init_radius == "auto":
                 self.init_radius_ = self._learn_radius(X, frame)
