@@ -82,9 +82,31 @@ def _float32_shortest(values):
     v32 = v.astype(np.float32)
     ok = v32.astype(np.float64) == v
     todo = ~ok & np.isfinite(v32)
+    todo[todo] = _few_digits(v[todo])
     if todo.any():
         ok[todo] = v32[todo].astype(str).astype(np.float64) == v[todo]
     return ok
+
+
+def _few_digits(v):
+    """Whether each value may be the nearest float64 to a decimal of at most
+    9 significant digits (a float32's shortest decimal has at most 9); False
+    only for values that cannot be, so that the shortest decimals need not
+    be written out for them (most float64 responses, at about 1 us each).
+
+    A decimal ``N 10^q`` with ``|N| < 10^9``, times ``10^k`` with ``k = 9 -
+    floor(log10 |v|)`` (one digit more than needed, which covers a floor
+    off by one either way), is an integer below ``10^11``; its float64
+    image, after the rounding to ``v`` and the product's (and that of
+    ``10^k`` past ``10^22``), is within ``4 eps`` of it in relative terms.
+    A product that is not finite (``10^k`` overflows for the tiniest
+    values) decides nothing.
+    """
+    with np.errstate(all="ignore"):
+        k = 9.0 - np.floor(np.log10(np.abs(v)))
+        t = v * 10.0**k
+        off = np.abs(t - np.round(t)) > 4.0 * EPS * np.abs(t)
+    return ~(off & np.isfinite(t))
 
 
 def _multiples(v, k):

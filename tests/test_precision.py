@@ -661,3 +661,28 @@ def test_a_kink_hidden_in_float32_noise_on_an_ordinary_network():
     )
     assert e.status[0] == "approximate"
     _check_honest(e, _errors(e, mlp, row))
+
+
+def test_float32_shortest_decimals_are_never_filtered_out():
+    # The digit count that spares most float64 responses the writing out of
+    # a float32's shortest decimal may only clear values that cannot be one:
+    # every shortest decimal of a float32 of any magnitude (subnormal ones
+    # included) passes it and is recognised, and on float64 values the
+    # answer is the one the written-out decimals give.
+    from sklearn_plm_explain._precision import _few_digits, _float32_shortest
+
+    rng = np.random.default_rng(0)
+    n = 100_000
+    f32 = (rng.standard_normal(n) * 10.0 ** rng.uniform(-46, 38, n)).astype(np.float32)
+    f32 = f32[np.isfinite(f32) & (f32 != 0)]
+    shortest = f32.astype(str).astype(np.float64)
+    assert _few_digits(shortest).all()
+    assert _float32_shortest(shortest).all()
+    v = rng.random(n) * 10.0 ** rng.uniform(-320, 30, n)
+    v32 = v.astype(np.float32)
+    written = v32.astype(str).astype(np.float64) == v
+    expected = (v32.astype(np.float64) == v) | (written & np.isfinite(v32))
+    np.testing.assert_array_equal(_float32_shortest(v), expected)
+    # Most float64 probabilities are cleared without writing them out.
+    p = rng.dirichlet(np.ones(10), 1000).ravel()
+    assert (~_few_digits(p)).mean() > 0.99
