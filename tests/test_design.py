@@ -529,6 +529,25 @@ def test_fit_on_the_basis_matches_the_fit_on_the_design(heavy, seed):
         assert np.all(err <= max(1.0, 3 * basis[2][r].max()) * basis[3][r].sum())
 
 
+def _basis_products(rng, n, d, R):
+    """The products of ``R`` rows' designs drawn from the exact basis of
+    size ``n`` (``d`` of its columns each, with signs)."""
+    from sklearn_plm_explain._certify import _BasisProducts
+    from sklearn_plm_explain._design import _basis, exact_gram
+
+    layouts = []
+    for _ in range(R):
+        layout = []
+        orthogonal_design(rng, n, d, layout=layout, exact=True)
+        layouts.append(layout[0])
+    return _BasisProducts(
+        _basis(n, True)[0],
+        exact_gram(n),
+        np.stack([lay[1] for lay in layouts]),
+        np.stack([lay[2] for lay in layouts]),
+    )
+
+
 @pytest.mark.parametrize("n, d", [(34, 33), (34, 32), (34, 30), (130, 100)])
 def test_first_solve_on_the_basis_folds_the_gram_step(n, d):
     # The first solve with its Gram step folded into one product with a
@@ -537,22 +556,9 @@ def test_first_solve_on_the_basis_folds_the_gram_step(n, d):
     # leaving out none, one or many of their basis's columns, with a
     # nonzero intercept; and within the basis's squared deviation of the
     # least-squares solution.
-    from sklearn_plm_explain._certify import _BasisProducts
-    from sklearn_plm_explain._design import _basis, exact_gram
-
     rng = np.random.default_rng(n + d)
     R, K, m, p = 5, 3, n + 1, d + 1
-    layouts = []
-    for _ in range(R):
-        layout = []
-        orthogonal_design(rng, n, d, layout=layout, exact=True)
-        layouts.append(layout[0])
-    ops = _BasisProducts(
-        _basis(n, True)[0],
-        exact_gram(n),
-        np.stack([lay[1] for lay in layouts]),
-        np.stack([lay[2] for lay in layouts]),
-    )
+    ops = _basis_products(rng, n, d, R)
     V = rng.standard_normal((R, m, K)) + 3.0
     V[:, 0] = 0.0  # responses relative to the origin's
     D = np.full((p, 1), m - 1.0)
@@ -574,27 +580,12 @@ def test_weighted_solution_on_the_basis_from_the_unit_weight_one(heavy_points):
     # Rows whose heavy points (the origin among them) get weights below 1:
     # the solution with weight 1 and the unit responses' solutions, from the
     # one folded product, give the weighted least-squares solution.
-    from sklearn_plm_explain._certify import (
-        _BasisProducts,
-        _unit_responses,
-        _weighted_solve,
-    )
-    from sklearn_plm_explain._design import _basis, exact_gram
+    from sklearn_plm_explain._certify import _unit_responses, _weighted_solve
 
     rng = np.random.default_rng(len(heavy_points[0]))
     n, d, K = 130, 120, 3
     R, m = len(heavy_points), n + 1
-    layouts = []
-    for _ in range(R):
-        layout = []
-        orthogonal_design(rng, n, d, layout=layout, exact=True)
-        layouts.append(layout[0])
-    ops = _BasisProducts(
-        _basis(n, True)[0],
-        exact_gram(n),
-        np.stack([lay[1] for lay in layouts]),
-        np.stack([lay[2] for lay in layouts]),
-    )
+    ops = _basis_products(rng, n, d, R)
     Y = rng.standard_normal((R, m, K)) + 2.0
     Y -= Y[:, :1]
     heavy = np.zeros((R, m), dtype=bool)
