@@ -447,28 +447,44 @@ def _fit_basis(Y, tau, heavy, layouts, step):
             heavy_rows[r] = parts.C[j, : parts.lowered[j].sum()]
             e[r] = q[j] / (1.0 - q[j])
 
-    def solve(P):
+    def solve(P, rows=None):
+        # rows: the batch's rows that P's rows are (all of them by default).
+        at = None if rows is None else {r: j for j, r in enumerate(rows)}
         out = P / D
         for r, (CD, M, _, _) in corrections.items():
-            out[r] -= CD.T @ _solve_rows(M, CD @ P[r])
+            j = r if at is None else at.get(r)
+            if j is not None:
+                out[j] -= CD.T @ _solve_rows(M, CD @ P[j])
         return out
 
     wcol = w[:, :, None]
     # The exact basis is orthogonal to about 1e-8 only: one step with its
     # Gram matrix brings the first solve to the rounding level, and the
-    # refinement below to the noise's. Rows of weight 1 take both in one
-    # product; rows with corrections take them apart.
+    # refinement below to the noise's. Both steps are one product (each
+    # product streams the whole basis-sized matrix, whatever its width), in
+    # which rows with at most K heavy points have those points' unit
+    # responses ride along; rows with more take the two steps apart, with
+    # their weighted Gram matrix (two products of K columns instead of more
+    # than K columns for every row of the batch).
     V = wcol * Yr
-    if not corrections:
+    few = [r for r in corrections if heavy[r].sum() <= K]
+    many = [r for r in corrections if heavy[r].sum() > K]
+    if not few:
         beta = ops.first_solve(V)
     else:
-        # The heavy points' unit responses ride in the same product (each
-        # product streams the whole basis-sized matrix, whatever its width).
-        rows = list(corrections)
-        E = _unit_responses(heavy, rows)
+        E = _unit_responses(heavy, few)
         both = ops.first_solve(np.concatenate([V, E], axis=2))
         beta = both[:, :, :K]
-        beta[rows] = _weighted_solve(beta, both[:, :, K:], heavy, w, heavy_rows, rows)
+        beta[few] = _weighted_solve(beta, both[:, :, K:], heavy, w, heavy_rows, few)
+    if many:
+        sub = ops.subset(np.array(many))
+        b = sub.t(V[many])
+        first = solve(b, many)
+        gram = sub.gram(first)
+        for j, r in enumerate(many):
+            C = heavy_rows[r]
+            gram[j] += C.T @ ((w[r][heavy[r]] - 1.0)[:, None] * (C @ first[j]))
+        beta[many] = first + solve(b - gram, many)
     resid = Yr - ops.p(beta)
     floor = _NEGLIGIBLE_SOLVE * tau.min(axis=1)
     inv_tau2 = 1.0 / tau[:, :, None] ** 2

@@ -97,16 +97,25 @@ def _few_digits(v):
     A decimal ``N 10^q`` with ``|N| < 10^9``, times ``10^k`` with ``k = 9 -
     floor(log10 |v|)`` (one digit more than needed, which covers a floor
     off by one either way), is an integer below ``10^11``; its float64
-    image, after the rounding to ``v`` and the product's (and that of
-    ``10^k`` past ``10^22``), is within ``4 eps`` of it in relative terms.
-    A product that is not finite (``10^k`` overflows for the tiniest
-    values) decides nothing.
+    image, after the rounding to ``v``, that of ``10^k`` (past ``10^22``;
+    read from a table of correctly rounded powers, not numpy's ``power``,
+    whose results may err by more) and the product's, is within ``4 eps``
+    of it in relative terms. A product that is not finite (``10^k``
+    overflows for the tiniest values) decides nothing.
     """
     with np.errstate(all="ignore"):
-        k = 9.0 - np.floor(np.log10(np.abs(v)))
-        t = v * 10.0**k
+        k = 9 - np.floor(np.log10(np.abs(v)))
+        k = np.clip(np.nan_to_num(k), _POW10_LOW, _POW10_LOW + _POW10.size - 1)
+        t = v * _POW10[k.astype(np.intp) - _POW10_LOW]
         off = np.abs(t - np.round(t)) > 4.0 * EPS * np.abs(t)
     return ~(off & np.isfinite(t))
+
+
+# Correctly rounded powers of ten (Python's decimal parsing) for the
+# exponents _few_digits takes: 9 - floor(log10 |v|) over every nonzero
+# float64 v; those past 1e308 are inf.
+_POW10_LOW = -300
+_POW10 = np.array([float(f"1e{k}") for k in range(_POW10_LOW, 335)])
 
 
 def _multiples(v, k):

@@ -494,7 +494,7 @@ def test_drawn_points_of_exact_cubes_are_represented_exactly():
     assert claimed >= 10000
 
 
-@pytest.mark.parametrize("heavy", [(), (3, 17), (0, 5)])
+@pytest.mark.parametrize("heavy", [(), (3, 17), (0, 5), (0, 1, 2, 4, 6, 8, 10)])
 @pytest.mark.parametrize("seed", range(3))
 def test_fit_on_the_basis_matches_the_fit_on_the_design(heavy, seed):
     # Rows whose cubes are their drawn design are fitted by products with
