@@ -185,9 +185,9 @@ class OpenAPIExplainer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         and within about 16 MiB per array, which keeps large arrays in
         reused memory, or 64 MiB for groups of up to 8 rows) and a finished
         group keeps only its results. At d = 784 that is 8 rows per group,
-        at d = 64 several hundred; a
-        group's attempts for all its rows go to the model in one call, and
-        with ``reuse_regions`` rows reuse the models of their own group. An
+        at d = 64 several hundred; a group's attempts for all its rows go to
+        the model in one call, and with ``reuse_regions`` rows reuse the
+        models of their own group. An
         int sends at most that many points in one call, with every row of a
         job searched at once; ``None`` sends each attempt's points for all
         rows of a job in one call (the memory then grows with the rows).
