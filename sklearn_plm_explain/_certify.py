@@ -851,7 +851,7 @@ def _fit_corrected(A, Y, tau, eps, n_orth, heavy, s):
     active = fitted.copy()
     for _ in range(_MAX_REFINE):
         # One pass gives the update and what the residuals' sum of squares
-        # after it needs (see _squares_after).
+        # after it needs (see _squares_rows).
         both = t_prod(A, np.concatenate([wcol * resid, resid * inv_tau2], axis=2)) / s
         update = solve(both[:, :, :K])
         beta[active] += update[active]
@@ -972,24 +972,6 @@ def _t_mul(C, x):
     return np.swapaxes(C, 1, 2) @ x
 
 
-def _squares_after(resid, update, weighted, C, low, first, tau, eps):
-    """:func:`_squares_rows` of one row: ``C`` holds the rows ``low`` of its
-    design, ``first`` marks its orthogonal block's points."""
-    parts = _Corrections(
-        C[None],
-        np.ones((1, len(C))),
-        first[low][None],
-        tau[low][None],
-        (first & ~low)[None],
-    )
-    n_orth = int(first.sum())
-    D = np.full((1, update.shape[0]), n_orth - 1.0)
-    D[0, 0] = n_orth
-    return _squares_rows(
-        resid[None], update[None], weighted[None], parts, tau[None], np.array([eps]), D
-    )[0]
-
-
 def _squares_rows(resid, update, weighted, parts, tau, eps, D):
     """An upper bound on ``sum_m ((resid - B update) / tau)^2`` per row and
     column, without the pass over the designs ``B`` that the residuals after
@@ -1031,7 +1013,7 @@ def _squares_rows(resid, update, weighted, parts, tau, eps, D):
 
 
 def _plain_squares_after(resid, update, weighted, tau, eps, D):
-    """:func:`_squares_after` for rows (n, m, K) without heavy or added
+    """:func:`_squares_rows` for rows (n, m, K) without heavy or added
     points, at once: ``sum (resid / tau)^2 - 2 update' weighted`` plus at
     most ``(1 + eps) update' D update`` over the smallest ``tau^2``."""
     own = ((resid / tau[:, :, None]) ** 2).sum(axis=1)

@@ -198,7 +198,7 @@ def test_corrected_rows_fitted_together_are_each_fitted_as_alone():
         for k in (0, 1, 3, 4):  # slopes, intercepts, standard errors, dof
             np.testing.assert_allclose(together[k][i], alone[k][0], rtol=1e-12)
         # The residual RMS is bounded from the residuals before the last
-        # update (_squares_after): equal up to that bound's rounding slack.
+        # update (_squares_rows): equal up to that bound's rounding slack.
         np.testing.assert_allclose(together[2][i], alone[2][0], rtol=1e-3)
         # The weights the corrected fit gives: 1, or the heavy points' own.
         w = np.where(tau[0] > 1.25 * tau[0].min(), (tau[0].min() / tau[0]) ** 2, 1.0)
@@ -356,7 +356,29 @@ def test_residual_squares_after_an_update_are_bounded_tightly(extra, seed):
     # design: the residuals' sum of squares after it is bounded from the
     # residuals before it. The bound must be an upper bound, and tight,
     # also for an update that moves mostly the heavy points.
-    from sklearn_plm_explain._certify import _squares_after
+    from sklearn_plm_explain._certify import _Corrections, _squares_rows
+
+    def one_row(resid, update, weighted, C, low, first, tau, eps):
+        # _squares_rows of one row: C holds the rows `low` of its design,
+        # `first` marks its orthogonal block's points.
+        parts = _Corrections(
+            C[None],
+            np.ones((1, len(C))),
+            first[low][None],
+            tau[low][None],
+            (first & ~low)[None],
+        )
+        D = np.full((1, update.shape[0]), first.sum() - 1.0)
+        D[0, 0] = first.sum()
+        return _squares_rows(
+            resid[None],
+            update[None],
+            weighted[None],
+            parts,
+            tau[None],
+            np.array([eps]),
+            D,
+        )[0]
 
     rng = np.random.default_rng(seed)
     d, n, K = 30, 31, 4
@@ -378,7 +400,7 @@ def test_residual_squares_after_an_update_are_bounded_tightly(extra, seed):
     toward_heavy = B[heavy].T @ rng.standard_normal((2, K)) * 30.0 / D
     for update in (spread, toward_heavy, 1e-9 * spread):
         weighted = B.T @ (resid / tau[:, None] ** 2)
-        bound = _squares_after(resid, update, weighted, B[low], low, first, tau, eps)
+        bound = one_row(resid, update, weighted, B[low], low, first, tau, eps)
         exact = (((resid - B @ update) / tau[:, None]) ** 2).sum(axis=0)
         assert np.all(bound >= exact)
         assert np.all(bound <= 1.01 * exact)
