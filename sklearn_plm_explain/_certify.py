@@ -17,6 +17,7 @@ from sklearn_plm_explain._design import (
     basis_bounds,
     exact_first_solve,
     exact_gram,
+    origin_gram_diagonal,
 )
 from sklearn_plm_explain._products import prod, t_prod
 
@@ -349,10 +350,8 @@ class _BasisProducts:
         left = self._left_out()
         if left.shape[1]:
             c_left = np.einsum("nrl,nrk->rlk", self.basis[:, left], Wr)
-            E = np.full(n, float(n))
-            E[0] = n + 1.0
             corr = np.einsum("nrl,rlk->nrk", self.gram_matrix[:, left], c_left)
-            full += corr / (n * E)[:, None, None]
+            full += corr / (n * origin_gram_diagonal(n))[:, None, None]
         out = self._gather(full.reshape(n, R * k), R, k)
         out[:, 0] -= Wr.sum(axis=0) / (n + 1.0) ** 2
         return out
@@ -467,8 +466,9 @@ def _fit_basis(Y, tau, heavy, layouts, step):
     # their weighted Gram matrix (two products of K columns instead of more
     # than K columns for every row of the batch).
     V = wcol * Yr
-    few = [r for r in corrections if heavy[r].sum() <= K]
-    many = [r for r in corrections if heavy[r].sum() > K]
+    counts = heavy.sum(axis=1)
+    few = [r for r in corrections if counts[r] <= K]
+    many = [r for r in corrections if counts[r] > K]
     if not few:
         beta = ops.first_solve(V)
     else:

@@ -169,6 +169,15 @@ def exact_gram(n):
     return _exact(n)[1]
 
 
+def origin_gram_diagonal(n):
+    """``diag(n + 1, n, ..., n)`` as a vector: the Gram diagonal of the
+    design ``[1, U]`` of the origin and the ``n`` points of a basis of size
+    ``n`` (the origin adds 1 to the constant column's)."""
+    E = np.full(n, float(n))
+    E[0] = n + 1.0
+    return E
+
+
 @lru_cache(maxsize=6)
 def exact_first_solve(n):
     """``F`` (n, n) such that ``F' y`` is the first solve of the fits on the
@@ -178,8 +187,7 @@ def exact_first_solve(n):
     origin and the basis's ``n`` points (see
     :meth:`sklearn_plm_explain._certify._BasisProducts.first_solve`)."""
     basis, gram = _exact(n)[:2]
-    E = np.full(n, float(n))
-    E[0] = n + 1.0
+    E = origin_gram_diagonal(n)
     M = (2.0 * np.eye(n) - gram / E[None, :]) / E[:, None]
     F = basis @ M.T
     F.setflags(write=False)
