@@ -190,3 +190,27 @@ def test_workspace_grows_on_demand():
     b = ws.array("points", (5, 4))
     assert not np.shares_memory(a, b) and np.all(a == 1.0)
     assert not np.shares_memory(ws.array("design", (3, 4)), b)
+
+
+@pytest.mark.parametrize("d", [64, 256, 512, 784, 1024, 2048, 4096])
+def test_row_groups_are_bounded_and_wide_rows_share_products(d):
+    # A group's design-sized arrays stay under 16 MiB, or under 64 MiB for a
+    # group of at most 8 rows (wide rows: each product with a basis-sized
+    # matrix reads it whatever the number of rows), unless one row alone is
+    # larger, and always within the working memory; a group holds at least 8
+    # rows whenever 64 MiB allows.
+    from sklearn_plm_explain._search import rows_per_group
+
+    n_witnesses, n_outputs = 5, 10
+    cube = 8 * (d + n_witnesses + 2) * (d + 1)
+    rows = rows_per_group(d, n_witnesses, n_outputs)
+    assert rows >= 1
+    assert (
+        rows == 1
+        or rows * cube <= 16 * 2**20
+        or (rows <= 8 and rows * cube <= 64 * 2**20)
+    )
+    assert rows >= min(8, (64 * 2**20) // cube)
+    with sklearn.config_context(working_memory=64):
+        small = rows_per_group(d, n_witnesses, n_outputs)
+    assert small <= max(1, 64 * 2**20 // (4 * cube))
