@@ -39,6 +39,8 @@ C = 10 classes, one BLAS thread for the whole run:
    ``shap.KernelExplainer`` (background: 10 k-means centres, its default
    ``nsamples``) and lime's default ``explain_instance`` (the target class's
    label, all else default) on the first ``--side-slow-rows`` of them. CPU time per row includes the model's;
+   queries per row are the points each method sent the model (ours: its
+   ``n_queries``; central differences: 2d; shap and lime: counted);
    errors are relative L1 errors of each method's weights, as given, against
    the true decision features of the predicted class (lime and shap give
    attributions, not slopes, so theirs measure how far they are from the
@@ -487,23 +489,21 @@ def section_jobs(case, n_rows, kwargs, checks):
 
 
 # -- 5. side by side -------------------------------------------------------------
-def shap_weights(case, X, targets):
+def shap_weights(case, X, targets, predict):
     import shap
 
-    explainer = shap.KernelExplainer(
-        case["model"].predict_proba, shap.kmeans(case["X_train"], 10)
-    )
+    explainer = shap.KernelExplainer(predict, shap.kmeans(case["X_train"], 10))
     values = explainer.shap_values(X, silent=True)  # (n, d, C)
     return values[np.arange(len(X)), :, targets]
 
 
-def lime_weights_default(case, X, targets):
+def lime_weights_default(case, X, targets, predict):
     from lime.lime_tabular import LimeTabularExplainer as Lime
 
     explainer = Lime(case["X_train"], random_state=0)
     W = np.zeros_like(X)
     for i, (x, c) in enumerate(zip(X, targets)):
-        e = explainer.explain_instance(x, case["model"].predict_proba, labels=(c,))
+        e = explainer.explain_instance(x, predict, labels=(c,))
         for j, v in e.as_map()[c]:
             W[i, j] = v
     return W
@@ -603,6 +603,7 @@ def side_rows(case, n_rows, n_slow, kwargs, repeats):
             "cpu": cpu,
             "wall": wall,
             "rows": n,
+            "queries": e.n_queries.mean(),
             "note": f"own {1e3 * np.median(own) / n:.2f} ms/row; "
             + ", ".join(f"{k} {v}" for k, v in e.status_counts().items())
             + f"; median of {repeats}"
@@ -613,6 +614,7 @@ def side_rows(case, n_rows, n_slow, kwargs, repeats):
             "cpu": np.median(fd, axis=0)[0],
             "wall": np.median(fd, axis=0)[1],
             "rows": n,
+            "queries": 2.0 * X.shape[1],
             "ratio": np.median(pair),
             "note": f"median of {repeats}; its time / ours pair by pair "
             f"{pair.min():.2f}-{pair.max():.2f}" + full_gc_note([g[1] for g in gcs]),
@@ -622,10 +624,14 @@ def side_rows(case, n_rows, n_slow, kwargs, repeats):
         ("shap KernelExplainer", shap_weights),
         ("lime explain_instance (default)", lime_weights_default),
     ]:
+        # The points each asks the model for, counted (a few microseconds per
+        # call, within the timing).
+        counted = TimedModel(model.predict_proba)
         values, cpu, wall, pauses = timed_call(
-            slow_fn, case, X[:n_slow], targets[:n_slow]
+            slow_fn, case, X[:n_slow], targets[:n_slow], counted
         )
         methods[name] = {"values": values, "cpu": cpu, "wall": wall, "rows": n_slow}
+        methods[name]["queries"] = counted.points / n_slow
         methods[name]["note"] = gc_note(pauses).lstrip("; ")
     ours_cpu = methods["OpenAPIExplainer (ours)"]["cpu"] / n
     out = []
@@ -639,6 +645,7 @@ def side_rows(case, n_rows, n_slow, kwargs, repeats):
                 "rows": k,
                 "CPU ms/row": 1e3 * m["cpu"] / k,
                 "wall ms/row": 1e3 * m["wall"] / k,
+                "queries/row": m["queries"],
                 "rel L1 median": np.median(rel),
                 "rel L1 max": rel.max(),
                 "top-10 overlap": top_overlap(m["values"], truth[:k]),
