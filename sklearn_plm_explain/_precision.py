@@ -525,8 +525,13 @@ class NoiseModel:
         """Smallest probability whose log is meaningful, per row."""
         return np.where(self.bits >= 53, _F64_TINY, _F32_TINY)
 
-    def rounding_tau(self, L, P):
-        """A-priori noise scale (n, m) of the binary rounding, per point."""
+    def rounding_tau(self, L, P, small_p=_SMALL_P):
+        """A-priori noise scale (n, m) of the binary rounding, per point.
+
+        Probabilities below ``small_p`` that lie on the grid of one minus a
+        larger one carry its absolute rounding error (in responses of at most
+        24 bits; float64 ones always use ``_SMALL_P``, see
+        :func:`~sklearn_plm_explain._certify.noise_scale`)."""
         tau64 = noise_scale(L, P)
         if self.float64.all() or np.all(self.bits >= 53):
             return tau64
@@ -538,7 +543,7 @@ class NoiseModel:
             Pb = Pb.astype(np.float64)
             # A power of two divides exactly; an integer is its own floor.
             t = Pb / grid[:, None, None]
-            on_grid = (Pb > 0) & (Pb < _SMALL_P) & (np.floor(t) == t)
+            on_grid = (Pb > 0) & (Pb < small_p) & (np.floor(t) == t)
             safe = np.where(on_grid, Pb, 1.0)
             absolute = np.where(on_grid, 0.5 * eps[:, :, None] / safe, 0.0)
             tau = tau + absolute.max(axis=2)
