@@ -25,6 +25,7 @@ __all__ = [
     "as_json_float32",
     "jittered",
     "sigmoid_float32",
+    "binary_float32_near",
     "thin_region_mlp",
     "weak_boundary_mlp",
     "mlp_logits",
@@ -155,6 +156,62 @@ def sigmoid_float32(seed=0, d=30, logit=-22.0, n_rows=200):
     model.coef_[:] = w
     model.intercept_[:] = 0.0
     return predict_proba, model, X, rows
+
+
+def binary_float32_near(log2_p=-10.0, n_rows=160, d=128, seed=2):
+    """A binary ReLU network answering ``[p0, 1 - p0]`` in float32, and rows
+    whose small probability ``p1`` lies within a factor exp(+-1e-5 to +-0.1)
+    of ``2**log2_p``: where a float32 ``1 - p`` holds only an absolute error.
+
+    Returns ``(f, mlp, X, rows)``: the float32 callable, the network (the
+    ground truth), its training data and the rows, twenty on each side of
+    the value per starting row, starting rows taken in order from held-out
+    data.
+    """
+    from sklearn.datasets import make_classification
+
+    X, y = make_classification(
+        900,
+        d,
+        n_informative=min(32, d // 2),
+        n_redundant=0,
+        n_clusters_per_class=1,
+        class_sep=2.0,
+        random_state=seed,
+    )
+    X = (X - X.mean(axis=0)) / X.std(axis=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        mlp = MLPClassifier((64,), max_iter=60, random_state=seed)
+        mlp.fit(X[:800], y[:800])
+    p = 2.0**log2_p
+    # The logit is piecewise affine: damped Newton steps take a row to p1 =
+    # p, then steps of log p1 along the logit's gradient place the rows.
+    target, offsets, rows = -np.log(1.0 / p - 1.0), np.logspace(-5, -1, 20), []
+    for x in X[800:]:
+        z, done = x.copy(), False
+        for _ in range(60):
+            s0 = mlp_logits(mlp, z[None])[0, 0]
+            shifted = z + 1e-6 * np.eye(d)
+            g = (mlp_logits(mlp, shifted)[:, 0] - s0) / 1e-6
+            done = abs(s0 - target) < 1e-11
+            if done:
+                break
+            step = (target - s0) * g / (g @ g)
+            z = z + step * min(1.0, 0.5 / np.linalg.norm(step))
+        if done:
+            u = g / (g @ g) / (1.0 - p)
+            rows += [z + sign * o * u for sign in (-1, 1) for o in offsets]
+        if len(rows) >= n_rows:
+            break
+    one = np.float32(1.0)
+
+    def predict_proba(Z):
+        P = mlp.predict_proba(Z).astype(np.float32)
+        P[:, 1] = one - P[:, 0]
+        return P
+
+    return predict_proba, mlp, X[:800], np.array(rows[:n_rows])
 
 
 # -- networks built to fool a certificate -----------------------------------------
