@@ -1,6 +1,7 @@
 """Models as serving stacks return them, and models built to fool a certificate.
 
-Shared by the tests and ``benchmarks/bench_precision.py`` (like
+Shared by the tests, ``benchmarks/bench_precision.py`` and
+``benchmarks/bench_small_p.py`` (like
 :mod:`sklearn_plm_explain._anchors`): a model's answers in float32 (numpy or
 an ONNX Runtime session of a skl2onnx export), rounded to decimals, written as
 JSON, or jittered on each call; and piecewise-linear networks with a region

@@ -12,12 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from sklearn.datasets import (
-    load_breast_cancer,
-    load_digits,
-    load_wine,
-    make_blobs,
-)
+from sklearn.datasets import load_breast_cancer, load_digits, load_wine, make_blobs
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.linear_model import LogisticRegression
 from sklearn.model_selection import train_test_split
