@@ -27,27 +27,16 @@ import numpy as np
 from _lime_models import header, limit_blas, table
 from bench_precision import CERTIFIED, errors
 from bench_scale import wrong_rows
-from sklearn.datasets import make_classification
 from sklearn.exceptions import ConvergenceWarning
-from sklearn.neural_network import MLPClassifier
 
 from sklearn_plm_explain import OpenAPIExplainer
+from sklearn_plm_explain._served import classification_mlp
 
 
 def network(d, seed):
-    X, y = make_classification(
-        1000 + 200,
-        d,
-        n_informative=30,
-        n_classes=5,
-        n_clusters_per_class=1,
-        random_state=seed,
+    model, X = classification_mlp(
+        1000 + 200, d, 128, seed, n_fit=1000, n_informative=30, n_classes=5
     )
-    X = (X - X.mean(axis=0)) / X.std(axis=0)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", ConvergenceWarning)
-        model = MLPClassifier((128,), max_iter=60, random_state=seed)
-        model.fit(X[:1000], y[:1000])
     return model, X[:1000], X[1000:]
 
 

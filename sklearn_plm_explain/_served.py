@@ -27,6 +27,7 @@ __all__ = [
     "jittered",
     "sigmoid_float32",
     "binary_float32_near",
+    "classification_mlp",
     "thin_region_mlp",
     "weak_boundary_mlp",
     "mlp_logits",
@@ -159,6 +160,21 @@ def sigmoid_float32(seed=0, d=30, logit=-22.0, n_rows=200):
     return predict_proba, model, X, rows
 
 
+def classification_mlp(n, d, hidden, seed, n_fit, **data):
+    """A one-hidden-layer ReLU ``MLPClassifier`` on standardised
+    ``make_classification`` data (one cluster per class, ``data`` passed on),
+    fitted on the first ``n_fit`` rows; returns ``(mlp, X)``."""
+    from sklearn.datasets import make_classification
+
+    X, y = make_classification(n, d, n_clusters_per_class=1, random_state=seed, **data)
+    X = (X - X.mean(axis=0)) / X.std(axis=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        mlp = MLPClassifier((hidden,), max_iter=60, random_state=seed)
+        mlp.fit(X[:n_fit], y[:n_fit])
+    return mlp, X
+
+
 def binary_float32_near(log2_p=-10.0, n_rows=160, d=128, seed=2):
     """A binary ReLU network answering ``[p0, 1 - p0]`` in float32, and rows
     whose small probability ``p1`` lies within a factor exp(+-1e-5 to +-0.1)
@@ -169,22 +185,9 @@ def binary_float32_near(log2_p=-10.0, n_rows=160, d=128, seed=2):
     the value per starting row, starting rows taken in order from held-out
     data.
     """
-    from sklearn.datasets import make_classification
-
-    X, y = make_classification(
-        900,
-        d,
-        n_informative=min(32, d // 2),
-        n_redundant=0,
-        n_clusters_per_class=1,
-        class_sep=2.0,
-        random_state=seed,
+    mlp, X = classification_mlp(
+        900, d, 64, seed, n_fit=800, n_informative=min(32, d // 2), n_redundant=0
     )
-    X = (X - X.mean(axis=0)) / X.std(axis=0)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", ConvergenceWarning)
-        mlp = MLPClassifier((64,), max_iter=60, random_state=seed)
-        mlp.fit(X[:800], y[:800])
     p = 2.0**log2_p
     # The logit is piecewise affine: damped Newton steps take a row to p1 =
     # p, then steps of log p1 along the logit's gradient place the rows.
