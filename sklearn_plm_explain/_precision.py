@@ -77,15 +77,37 @@ def significant_bits(values):
 
 
 def _float32_shortest(values):
-    """Whether each value is a float32 or the shortest decimal of one."""
+    """Whether each value is a float32 or the shortest decimal of one.
+
+    The shortest decimal of a float32 ``f``, read as the float64 ``v``, is
+    rounded twice on the way back to float32: a decimal within half a
+    float64 ulp of the midpoint between ``f`` and its neighbour reads as
+    that midpoint, whose rounding to float32 ties to even and may give the
+    neighbour. Such a ``v`` is tried against the float32 on its other side
+    too (rare: 7.038531e-26, the float32 with bits 0x15ae43fd, is one).
+    """
     v = np.asarray(values, dtype=np.float64)
     v32 = v.astype(np.float32)
     ok = v32.astype(np.float64) == v
     todo = ~ok & np.isfinite(v32)
     todo[todo] = _few_digits(v[todo])
-    if todo.any():
-        ok[todo] = v32[todo].astype(str).astype(np.float64) == v[todo]
+    idx = np.flatnonzero(todo)
+    if idx.size:
+        ok[idx] = _writes_as(v32[idx], v[idx])
+        idx = idx[~ok[idx]]
+    if idx.size:
+        toward = np.where(v[idx] > v32[idx], np.inf, -np.inf).astype(np.float32)
+        other = np.nextafter(v32[idx], toward)
+        # Only a midpoint (exact: both halves have 24 bits) rounds either way.
+        mid = (v32[idx].astype(np.float64) + other.astype(np.float64)) / 2.0 == v[idx]
+        idx, other = idx[mid], other[mid]
+        ok[idx] = _writes_as(other, v[idx])
     return ok
+
+
+def _writes_as(f32, v):
+    """Whether each float32's shortest decimal reads as the float64 ``v``."""
+    return f32.astype(str).astype(np.float64) == v
 
 
 def _few_digits(v):

@@ -702,3 +702,34 @@ def test_float32_shortest_decimals_are_never_filtered_out():
     # Most float64 probabilities are cleared without writing them out.
     p = rng.dirichlet(np.ones(10), 1000).ravel()
     assert (~_few_digits(p)).mean() > 0.99
+
+
+def test_a_float32_whose_shortest_decimal_reads_as_a_midpoint_is_recognised():
+    # 7.038531e-26, the shortest decimal of the float32 with bits 0x15ae43fd,
+    # reads as the float64 midpoint between that float32 and the one below,
+    # which rounds (ties to even) to the one below: read back as float32, it
+    # is not the float32 it came from. A JSON-written float32 service
+    # answering it must not be taken for a float64 one (a finer noise model
+    # than its responses have).
+    from sklearn_plm_explain._precision import _float32_shortest
+
+    f = np.array([0x15AE43FD], dtype=np.uint32).view(np.float32)
+    v = f.astype(str).astype(np.float64)
+    assert v.astype(np.float32)[0] != f[0]
+    assert _float32_shortest(v).all()
+    P = np.array([[v[0], 0.25, 1.0 - 0.25 - v[0]]])
+    P32 = np.array([[0.125, 0.5, 0.375], [0.3, 0.2, 0.5]], dtype=np.float32)
+    ev = PrecisionEvidence(1)
+    ev.set_origins(P32[:1].astype(str).astype(np.float64))
+    ev.update(0, np.vstack([P32[1:].astype(str).astype(np.float64), P]))
+    assert ev.label([0])[0] == "float32"
+    # Other midpoints between two float32s are no float32's shortest decimal
+    # (they need more than 9 digits), and stay unrecognised.
+    rng = np.random.default_rng(3)
+    lo = (rng.random(10_000) * 10.0 ** rng.uniform(-30, 0, 10_000)).astype(np.float32)
+    hi = np.nextafter(lo, np.float32(np.inf))
+    mid = (lo.astype(np.float64) + hi.astype(np.float64)) / 2.0
+    written = np.array(
+        [float(str(a)) == m or float(str(b)) == m for a, b, m in zip(lo, hi, mid)]
+    )
+    np.testing.assert_array_equal(_float32_shortest(mid), written)
