@@ -326,6 +326,8 @@ class BlackBox:
             sub = out[off]
             q = decimal_quantum(sub)
             rounding[off] = np.maximum(rounding[off], K * q / 2 * (1 + 1e-6))
+            # Or written with a few significant digits (printf's "%g").
+            rounding[off] = np.maximum(rounding[off], digits_rounding(sub))
             f32 = np.all(sub.astype(np.float32).astype(np.float64) == sub, axis=1)
             atol[off] = np.where(f32, np.maximum(atol[off], 4 * K * _EPS32), atol[off])
         return atol + rounding, rounding
@@ -351,6 +353,33 @@ def query_frame(X, columns, dtypes=None):
         else:
             data[name] = col.astype(np.float64)
     return pd.DataFrame(data, columns=columns)
+
+
+def digits_rounding(out, max_digits=12):
+    """How far the sum of each row of ``out`` may be from its values' true
+    sum if they were written with as many significant digits as the row's
+    longest value shows (half a unit in the last digit of each value), 0 for
+    rows with a value of more than ``max_digits`` digits.
+
+    A value shows ``k`` digits when it is the nearest float64 to a decimal of
+    ``k`` significant digits: scaled by ``10^(k - 1 - e)``, ``e`` its
+    decimal exponent, it is an integer to within the float64 rounding of the
+    scaling (an exponent off by one near a power of ten shifts ``k`` and
+    ``e`` together, and the unit ``10^(e - k + 1)`` with them).
+    """
+    eps = np.finfo(np.float64).eps
+    v = np.abs(out)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        e = np.floor(np.log10(np.where(v > 0, v, 1.0)))
+    digits = np.full(v.shape, max_digits + 1)
+    digits[v == 0] = 1
+    for k in range(max_digits, 0, -1):
+        t = v * 10.0 ** (k - 1 - e)
+        on = np.abs(t - np.round(t)) <= 4 * eps * np.abs(t)
+        digits = np.where(on & (v > 0), k, digits)
+    k = digits.max(axis=1, keepdims=True)
+    half = 0.5 * 10.0 ** (e - k + 1) * (v > 0)
+    return np.where(k[:, 0] <= max_digits, half.sum(axis=1) * (1 + 1e-6), 0.0)
 
 
 def decimal_quantum(out, max_decimals=12):

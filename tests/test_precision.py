@@ -213,6 +213,33 @@ def test_rounded_rows_summing_to_one_within_the_quantum_are_accepted():
         _box(10)._validate(R32.astype(np.float64), owners)
 
 
+def _significant(fn, digits):
+    """Responses written with ``digits`` significant digits (printf's %g)."""
+    write = np.vectorize(lambda v: float(f"{v:.{digits}g}"))
+    return lambda X: write(np.asarray(fn(X), dtype=np.float64))
+
+
+def test_probabilities_written_with_few_significant_digits_are_accepted():
+    # printf's "%g" writes 6 significant digits: values of every magnitude,
+    # so no decimal quantum, and 8 classes miss 1 by up to 8 half units of
+    # the sixth digit. Such a service is explained, and honestly; a sum that
+    # misses by more than the digits allow still fails.
+    P = np.random.default_rng(0).dirichlet(np.full(8, 0.05), size=200)
+    owners = np.arange(200)
+    R = _significant(lambda A: A, 6)(P)
+    assert np.abs(R.sum(1) - 1).max() > 1e-6
+    np.testing.assert_array_equal(_box(8)._validate(R, owners), R)
+    bad = R.copy()
+    bad[7] *= 1.0 + 1e-5
+    with pytest.raises(ModelResponseError, match="sum to 1") as info:
+        _box(8)._validate(bad, owners)
+    np.testing.assert_array_equal(info.value.rows, [7])
+    mlp, X, rows = _random_relu_mlp(*_NETS[3])
+    e = _explain(_significant(mlp.predict_proba, 6), X, rows)
+    assert np.isin(e.status, CERTIFIED).any()
+    _check_honest(e, _errors(e, mlp, rows))
+
+
 def test_slightly_negative_float32_probabilities_are_clipped():
     P = np.array([[-1.19e-7, 1.0000001], [0.3, 0.7]], dtype=np.float32)
     out = _box(2)._validate(P.astype(np.float64), np.arange(2), narrow=True)
