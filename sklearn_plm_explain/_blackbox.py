@@ -369,16 +369,18 @@ def digits_rounding(out, max_digits=12):
     """
     eps = np.finfo(np.float64).eps
     v = np.abs(out)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        e = np.floor(np.log10(np.where(v > 0, v, 1.0)))
     digits = np.full(v.shape, max_digits + 1)
     digits[v == 0] = 1
-    for k in range(max_digits, 0, -1):
-        t = v * 10.0 ** (k - 1 - e)
-        on = np.abs(t - np.round(t)) <= 4 * eps * np.abs(t)
-        digits = np.where(on & (v > 0), k, digits)
-    k = digits.max(axis=1, keepdims=True)
-    half = 0.5 * 10.0 ** (e - k + 1) * (v > 0)
+    # The tiniest values overflow the scaling: not finite, they show no digit
+    # count and the row none either.
+    with np.errstate(all="ignore"):
+        e = np.floor(np.log10(np.where(v > 0, v, 1.0)))
+        for k in range(max_digits, 0, -1):
+            t = v * 10.0 ** (k - 1 - e)
+            on = np.abs(t - np.round(t)) <= 4 * eps * np.abs(t)
+            digits = np.where(on & (v > 0), k, digits)
+        k = digits.max(axis=1, keepdims=True)
+        half = 0.5 * 10.0 ** (e - k + 1) * (v > 0)
     return np.where(k[:, 0] <= max_digits, half.sum(axis=1) * (1 + 1e-6), 0.0)
 
 
