@@ -2,7 +2,9 @@
 
 # SPDX-License-Identifier: BSD-3-Clause
 
+import numbers
 import zlib
+from functools import lru_cache
 
 import numpy as np
 from sklearn.base import clone, is_regressor
@@ -445,8 +447,17 @@ def _raise_rows(problem, bad, owners):
 
 def base_seed(random_state):
     """One integer drawn before any dispatch, shared by all rows of a call."""
+    if isinstance(random_state, numbers.Integral):
+        return _base_seed_of(int(random_state))
     rng = check_random_state(random_state)
     return int(rng.randint(np.iinfo(np.int32).max))
+
+
+@lru_cache(maxsize=64)
+def _base_seed_of(seed):
+    # An integer seed always gives the same draw; seeding a Mersenne Twister
+    # costs about 0.2 ms, a tenth of our own time in a one-row call at d = 64.
+    return int(check_random_state(seed).randint(np.iinfo(np.int32).max))
 
 
 def row_generators(X, seed):
