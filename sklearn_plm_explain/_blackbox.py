@@ -15,6 +15,8 @@ from sklearn.utils.parallel import Parallel, delayed
 from sklearn.utils.validation import check_is_fitted
 from threadpoolctl import threadpool_limits
 
+from sklearn_plm_explain._precision import near_integer
+
 __all__ = ["ModelResponseError", "QueryBudgetExceeded"]
 
 # Rows of a probability response may miss 1 by this much before we refuse them
@@ -369,7 +371,6 @@ def digits_rounding(out, max_digits=12):
     scaling (an exponent off by one near a power of ten shifts ``k`` and
     ``e`` together, and the unit ``10^(e - k + 1)`` with them).
     """
-    eps = np.finfo(np.float64).eps
     v = np.abs(out)
     digits = np.full(v.shape, max_digits + 1)
     digits[v == 0] = 1
@@ -378,8 +379,7 @@ def digits_rounding(out, max_digits=12):
     with np.errstate(all="ignore"):
         e = np.floor(np.log10(np.where(v > 0, v, 1.0)))
         for k in range(max_digits, 0, -1):
-            t = v * 10.0 ** (k - 1 - e)
-            on = np.abs(t - np.round(t)) <= 4 * eps * np.abs(t)
+            on = near_integer(v * 10.0 ** (k - 1 - e))
             digits = np.where(on & (v > 0), k, digits)
         k = digits.max(axis=1, keepdims=True)
         half = 0.5 * 10.0 ** (e - k + 1) * (v > 0)
@@ -395,12 +395,10 @@ def decimal_quantum(out, max_decimals=12):
     """
     q = np.zeros(out.shape[0])
     found = np.zeros(out.shape[0], dtype=bool)
-    eps = np.finfo(np.float64).eps
     out32 = out.astype(np.float32)
     is32 = np.all(out32.astype(np.float64) == out, axis=1)
     for k in range(1, max_decimals + 1):
-        t = out * 10.0**k
-        ok = np.all(np.abs(t - np.round(t)) <= 4 * eps * np.abs(t), axis=1)
+        ok = np.all(near_integer(out * 10.0**k), axis=1)
         if k <= 7:
             ok |= is32 & np.all(np.round(out, k).astype(np.float32) == out32, axis=1)
         new = ok & ~found

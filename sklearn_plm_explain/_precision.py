@@ -129,7 +129,7 @@ def _few_digits(v):
         k = 9 - np.floor(np.log10(np.abs(v)))
         k = np.clip(np.nan_to_num(k), _POW10_LOW, _POW10_LOW + _POW10.size - 1)
         t = v * _POW10[k.astype(np.intp) - _POW10_LOW]
-        off = np.abs(t - np.round(t)) > 4.0 * EPS * np.abs(t)
+        off = ~near_integer(t)
     return ~(off & np.isfinite(t))
 
 
@@ -140,10 +140,17 @@ _POW10_LOW = -300
 _POW10 = np.array([float(f"1e{k}") for k in range(_POW10_LOW, 335)])
 
 
+def near_integer(t):
+    """Whether each value is an integer to within 4 eps of it: a value ``v``
+    scaled by a power of ten ``t = v 10^k``, the nearest float64 to a
+    multiple of ``10^-k``, passes (the rounding of ``v``, of ``10^k`` and of
+    the product each err by at most half an ulp)."""
+    return np.abs(t - np.round(t)) <= 4.0 * EPS * np.abs(t)
+
+
 def _multiples(v, k):
     """Whether every value is the nearest float64 to a multiple of 10**-k."""
-    t = v * 10.0**k
-    return bool(np.all(np.abs(t - np.round(t)) <= 4.0 * EPS * np.abs(t)))
+    return bool(np.all(near_integer(v * 10.0**k)))
 
 
 class PrecisionEvidence:
@@ -226,8 +233,7 @@ class PrecisionEvidence:
         shortest = np.ones(v.shape, dtype=bool)
         shortest[long] = _float32_shortest(v[long])
         decided = long & ~shortest
-        t = v * 1e12
-        exact12 = np.abs(t - np.round(t)) <= 4.0 * EPS * np.abs(t)
+        exact12 = near_integer(v * 1e12)
         # Values that are not a multiple of 1e-12 are no multiple of any
         # coarser quantum either, and one such value needing float64 is enough.
         fast = (decided & ~exact12).any(axis=1)
