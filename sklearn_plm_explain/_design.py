@@ -84,18 +84,54 @@ def orthogonal_design(rng, n, d, out=None, scale=None, layout=None, exact=False)
     out = np.empty((n, d)) if out is None else out
     start = 0
     for size in _block_sizes(n, d):
-        cols = 1 + np.sort(rng.choice(size - 1, size=d, replace=False))
-        # The same draws as rng.choice([False, True], size=d), for less.
-        negative = rng.integers(0, 2, size=d).astype(bool)
+        cols, sign = _columns_and_signs(_block_draws(rng, size, d)[None], d)
+        cols, sign = cols[0], sign[0]
         block = out[start : start + size]
         _gather_columns(_basis(size, exact)[0], cols, block)
         # Signs and scale in one pass: (-b) s and b (-s) are the same number.
-        sign = np.where(negative, -1.0, 1.0)
         block *= sign if scale is None else sign * scale
         if layout is not None:
             layout.append((size, cols, sign))
         start += size
     return out
+
+
+def orthogonal_designs(rngs, n, d, out, scale):
+    """:func:`orthogonal_design` of one block for many rows at once.
+
+    ``out`` (R, n, d) receives row ``r``'s design drawn by ``rngs[r]``, its
+    columns multiplied by ``scale[r]``: the same numbers as ``R`` calls of
+    :func:`orthogonal_design`, for the same draws from each generator and a
+    few array operations over all rows (a call per row costs more than its
+    design at small widths, where a round explains hundreds of rows). For
+    designs of one block, from the basis that is not rounded to the grid of
+    :func:`exact_offsets`.
+    """
+    if not single_block(n, d):
+        raise ValueError(f"{n} points in {d} dimensions are not one block")
+    draws = np.stack([_block_draws(rng, n, d) for rng in rngs])
+    cols, sign = _columns_and_signs(draws, d)
+    # basis[:, cols] is (n, R, d): row r's columns, its points along axis 0.
+    gathered = _basis(n)[0][:, cols]
+    np.multiply(gathered.transpose(1, 0, 2), (sign * scale)[:, None, :], out=out)
+    return [(n, c, s) for c, s in zip(cols, sign)]
+
+
+def _block_draws(rng, size, d):
+    """The draws of one block from the row's generator: ``d`` distinct
+    non-constant basis columns (in the order drawn) and ``d`` signs."""
+    chosen = rng.choice(size - 1, size=d, replace=False)
+    # The same draws as rng.choice([False, True], size=d), for less.
+    negative = rng.integers(0, 2, size=d)
+    return np.concatenate([chosen, negative])
+
+
+def _columns_and_signs(draws, d):
+    """Basis columns (increasing) and signs ``+-1`` of the blocks whose
+    draws (see :func:`_block_draws`) are the rows of ``draws``."""
+    cols = 1 + np.sort(draws[:, :d], axis=1)
+    sign = np.where(draws[:, d:].astype(bool), -1.0, 1.0)
+    return cols, sign
 
 
 def _gather_columns(basis, cols, out):

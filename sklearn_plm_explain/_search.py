@@ -35,6 +35,7 @@ from sklearn_plm_explain._design import (
     exact_offsets,
     exact_step,
     fit_step_below,
+    orthogonal_designs,
     single_block,
 )
 from sklearn_plm_explain._judge import CubeJudge, Cubes
@@ -446,7 +447,8 @@ class LocalModelSearch:
         Q = self.workspace.array("points", (int(ends[-1]), state.d))
         draws = [Q[b - k : b] for b, k in zip(ends, counts)]
         n_fit = rows.size + c_rows.size
-        steps = self._cube_points(searches, rows, rngs, draws[: rows.size])
+        block = Q[: ends[rows.size - 1]] if rows.size else Q[:0]
+        steps = self._cube_points(searches, rows, rngs, draws[: rows.size], block)
         self._probe_points(confirm, c_rows, rngs, draws[rows.size : n_fit])
         for i, pts in zip(r_rows, draws[n_fit:]):
             pts[:] = state.X[i]
@@ -481,46 +483,77 @@ class LocalModelSearch:
             if searches[i].keep and np.may_share_memory(pts, Q):
                 state.cubes[i] = (pts.copy(), resp)
 
-    def _cube_points(self, searches, rows, rngs, draws):
-        """Write each searching row's next cube into ``draws``; its steps."""
+    def _cube_points(self, searches, rows, rngs, draws, block):
+        """Write each searching row's next cube into ``draws`` (consecutive
+        pieces of ``block``); their steps."""
         steps = []
         d = self.state.d
-        for i, pts in zip(rows, draws):
+        for i in rows:
             search = searches[i]
-            x0 = self.state.X[i]
             step = search.radius * self._row_scale(search)
-            fresh = not search.keep
-            if fresh:
-                search.drawn_step = self._exact_step(x0, step, search.n_new)
+            if not search.keep:
+                search.drawn_step = self._exact_step(
+                    self.state.X[i], step, search.n_new
+                )
             if search.drawn_step is not None:
                 # A step of a few significant bits, a little smaller for a
                 # coordinate just below a power of two: the drawn offsets are
                 # then exact (see exact_offsets). Points added to the cube
                 # later keep it.
                 step = search.drawn_step
-            # The design is written where the points go, scaled on the way:
-            # no other array of the cube's size is allocated.
-            layout = []
-            design(
-                rngs[i],
-                search.n_new,
-                d,
-                fresh,
-                out=pts,
-                scale=step,
-                layout=layout,
-                exact=search.drawn_step is not None,
-            )
-            search.layout = None
-            if fresh:
-                # The new cube's design, the origin included, is orthogonal;
-                # drawn from the exact basis, its points are it bit for bit.
-                search.n_orthogonal = search.n_new + 1
-                if search.drawn_step is not None:
-                    search.layout = layout[0]
-            pts += x0
             steps.append(step)
+        if self._drawn_together(searches, rows):
+            # Fresh small cubes of one size, as in a first round: one pass
+            # over all of them (the same numbers as drawn one by one).
+            R, n = rows.size, searches[rows[0]].n_new
+            cubes = block.reshape(R, n, d)
+            orthogonal_designs([rngs[i] for i in rows], n, d, cubes, np.stack(steps))
+            cubes += self.state.X[rows][:, None, :]
+            for i in rows:
+                searches[i].layout = None
+                searches[i].n_orthogonal = n + 1
+            return steps
+        for i, pts, step in zip(rows, draws, steps):
+            self._row_points(searches[i], rngs[i], self.state.X[i], pts, step)
         return steps
+
+    def _drawn_together(self, searches, rows):
+        """Whether the cubes of ``rows`` are fresh designs of one block, all
+        of the same small size (see :func:`orthogonal_designs`)."""
+        if rows.size < 2:
+            return False
+        d, n = self.state.d, searches[rows[0]].n_new
+        if n < d + 1 or n * d > EXACT_MIN_ENTRIES or not single_block(n, d):
+            return False
+        return all(
+            not s.keep and s.n_new == n and s.drawn_step is None
+            for s in (searches[i] for i in rows)
+        )
+
+    def _row_points(self, search, rng, x0, pts, step):
+        """Write one row's next cube into ``pts``."""
+        fresh = not search.keep
+        # The design is written where the points go, scaled on the way:
+        # no other array of the cube's size is allocated.
+        layout = []
+        design(
+            rng,
+            search.n_new,
+            self.state.d,
+            fresh,
+            out=pts,
+            scale=step,
+            layout=layout,
+            exact=search.drawn_step is not None,
+        )
+        search.layout = None
+        if fresh:
+            # The new cube's design, the origin included, is orthogonal;
+            # drawn from the exact basis, its points are it bit for bit.
+            search.n_orthogonal = search.n_new + 1
+            if search.drawn_step is not None:
+                search.layout = layout[0]
+        pts += x0
 
     def _exact_step(self, x0, step, n):
         """The step of a row's cubes of ``n`` points around ``x0`` drawn

@@ -10,7 +10,12 @@ import numpy as np
 import pytest
 
 from sklearn_plm_explain._certify import fit_local_models
-from sklearn_plm_explain._design import basis_bounds, design, orthogonal_design
+from sklearn_plm_explain._design import (
+    basis_bounds,
+    design,
+    orthogonal_design,
+    orthogonal_designs,
+)
 
 
 def _cube(rng, d, n, radius, K=3, x_scale=1.0, intercept=20.0, scales=None):
@@ -40,6 +45,37 @@ def test_orthogonal_design_has_the_closed_form_gram_matrix(n, d):
     # The measured deviation covers the design's, with its rounding.
     G = A.T @ A / n - np.eye(d + 1)
     assert np.linalg.norm(G, 2) <= deviation
+
+
+@pytest.mark.parametrize("n, d", [(6, 5), (69, 64), (133, 128)])
+def test_designs_drawn_together_are_each_rows_own(n, d):
+    # A round draws its rows' cubes together: each must be bit for bit the
+    # design its row's generator gives alone, with the same columns and
+    # signs, so that a row's explanation does not depend on its batch.
+    rng = np.random.default_rng(7)
+    scale = rng.uniform(0.5, 2.0, (4, d))
+    together = np.empty((4, n, d))
+    layouts = orthogonal_designs(
+        [np.random.default_rng(s) for s in range(4)], n, d, together, scale
+    )
+    for r in range(4):
+        alone = []
+        U = orthogonal_design(
+            np.random.default_rng(r), n, d, scale=scale[r], layout=alone
+        )
+        np.testing.assert_array_equal(together[r], U)
+        assert layouts[r][0] == alone[0][0]
+        np.testing.assert_array_equal(layouts[r][1], alone[0][1])
+        np.testing.assert_array_equal(layouts[r][2], alone[0][2])
+    # Different generators draw different designs.
+    assert not np.array_equal(together[0], together[1])
+
+
+def test_designs_drawn_together_are_one_block():
+    with pytest.raises(ValueError, match="not one block"):
+        orthogonal_designs(
+            [np.random.default_rng(0)], 12, 5, np.empty((1, 12, 5)), np.ones((1, 5))
+        )
 
 
 def test_design_is_the_rows_own_draw():
