@@ -54,8 +54,12 @@ _NEGLIGIBLE_SOLVE = 1e-3
 _TINY_STEP = 1e-60
 _HUGE_STEP = 1e60
 # Designs of at least this many bytes per row are fitted on views of their
-# batch, run by run of adjacent rows, instead of on a copy of a subset.
+# batch, run by run of adjacent rows, instead of on a copy of a subset; so
+# are smaller ones in at most _VIEW_RUNS runs (a first round at d = 64 with
+# one row left to the corrected fit: copying the other 99 designs cost more
+# than a second call).
 _VIEW_BYTES = 2**18
+_VIEW_RUNS = 4
 # The fast fit's closed-form bound on the standard errors is used while it
 # is within this fraction of the exact value.
 _LOOSE_VARIANCE = 0.01
@@ -616,13 +620,14 @@ def moderate_steps(step):
 
 def _row_sets(mask, row_bytes):
     """The rows of ``mask`` as index sets to fit together: slices of adjacent
-    rows (views, no copy) when one row's design is large, else all at once
-    (a copy, cheaper than a call per run of small designs)."""
+    rows (views, no copy) when one row's design is large or the rows form a
+    few runs, else all at once (a copy, cheaper than a call per run of many
+    runs of small designs)."""
     if not mask.any():
         return []
-    if row_bytes < _VIEW_BYTES:
-        return [mask]
     edges = np.flatnonzero(np.diff(np.concatenate([[0], mask.view(np.int8), [0]])))
+    if row_bytes < _VIEW_BYTES and edges.size > 2 * _VIEW_RUNS:
+        return [mask]
     return [slice(lo, hi) for lo, hi in zip(edges[::2], edges[1::2])]
 
 

@@ -9,7 +9,7 @@ import warnings
 import numpy as np
 import pytest
 
-from sklearn_plm_explain._certify import fit_local_models
+from sklearn_plm_explain._certify import _row_sets, fit_local_models
 from sklearn_plm_explain._design import (
     basis_bounds,
     design,
@@ -76,6 +76,20 @@ def test_designs_drawn_together_are_one_block():
         orthogonal_designs(
             [np.random.default_rng(0)], 12, 5, np.empty((1, 12, 5)), np.ones((1, 5))
         )
+
+
+def test_rows_are_fitted_on_views_unless_many_runs_of_small_designs():
+    # A first round with one row left out fits the others on two views of
+    # the batch (no copy of 99 designs); many runs of small designs take one
+    # copy instead of a call per run; large designs always take views.
+    one_out = np.ones(100, dtype=bool)
+    one_out[55] = False
+    assert _row_sets(one_out, 36_400) == [slice(0, 55), slice(56, 100)]
+    scattered = np.arange(100) % 3 != 0
+    (only,) = _row_sets(scattered, 36_400)
+    np.testing.assert_array_equal(only, scattered)
+    assert len(_row_sets(scattered, 2**20)) == 33
+    assert _row_sets(np.zeros(5, dtype=bool), 10) == []
 
 
 def test_design_is_the_rows_own_draw():
