@@ -62,6 +62,12 @@ _CALL_LEVEL = 1e-3
 
 _F32_TINY = float(np.finfo(np.float32).tiny)
 _F64_TINY = float(np.finfo(np.float64).tiny)
+# Values written with at most this many significant digits (printf's "%.13g")
+# are rounded far above float64's floor: a row whose every value needing
+# float64 is such a decimal gets a binary precision that covers the
+# rounding (see digit_bits). A float64 value needs 16 or 17 digits but for
+# about one value in ten, so one row's values decide at once.
+MAX_SHORT_DIGITS = 15
 
 
 def significant_bits(values):
@@ -74,6 +80,89 @@ def significant_bits(values):
     low = M & -M
     bits[nz] = 53 - np.log2(low).astype(np.intp)
     return bits
+
+
+def significant_digits(values):
+    """Significant digits of the shortest decimal each value is the nearest
+    float64 to, when it has at most ``MAX_SHORT_DIGITS`` of them;
+    ``MAX_SHORT_DIGITS + 1`` for the other values, 0 for zeros and values
+    that are not finite.
+
+    ``t = v 10^j``, with ``j`` chosen so that ``t`` has 15 digits before the
+    point, is rounded to the integer ``N``; ``v`` is the nearest float64 to
+    the decimal ``N 10^-j`` exactly when ``N / 10^j`` (a division of two
+    exact numbers, correctly rounded) gives ``v`` back. The rounding of
+    ``t`` (a few tenths of a unit at most) cannot miss ``N``. Values whose
+    ``10^j`` is not exact (below about 1e-7 or above 1e14) are written out
+    as their shortest decimal (Python's ``repr``).
+    """
+    v = np.asarray(values, dtype=np.float64).ravel()
+    out = np.full(v.shape, MAX_SHORT_DIGITS + 1, dtype=np.intp)
+    ok = np.isfinite(v) & (v != 0)
+    out[~ok] = 0
+    with np.errstate(all="ignore"):
+        j = MAX_SHORT_DIGITS - 1 - np.floor(np.log10(np.abs(v)))
+    fast = ok & (j >= 1) & (j <= 21)
+    idx = np.flatnonzero(fast)
+    jj = j[idx].astype(np.intp)
+    N = np.round(v[idx] * _POW10[jj - _POW10_LOW])
+    # log10's floor may be one off next to a power of ten.
+    jj += (np.abs(N) < 10.0 ** (MAX_SHORT_DIGITS - 1)).astype(np.intp)
+    jj -= (np.abs(N) >= 10.0**MAX_SHORT_DIGITS).astype(np.intp)
+    power = _POW10[jj - _POW10_LOW]
+    N = np.round(v[idx] * power)
+    short = (N / power == v[idx]) & (np.abs(N) < 10.0**MAX_SHORT_DIGITS)
+    out[idx[short]] = _digits_of(np.abs(N[short]).astype(np.int64))
+    for k in np.flatnonzero(ok & ~fast):
+        # Python's repr is the shortest decimal that reads back as the value.
+        mantissa = repr(float(v[k])).split("e")[0].replace("-", "").replace(".", "")
+        out[k] = min(len(mantissa.strip("0")), MAX_SHORT_DIGITS + 1)
+    return out
+
+
+def _any_long_decimal(V):
+    """Per row of ``V``, whether some value needs more than
+    ``MAX_SHORT_DIGITS`` significant digits. Values of 1e-6 to 1e13 are
+    read first (without writing any out): a float64 row nearly always has
+    such a value among them, the largest probability."""
+    with np.errstate(all="ignore"):
+        mid = (np.abs(V) >= 1e-6) & (np.abs(V) < 1e13)
+    digits = np.zeros(V.shape, dtype=np.intp)
+    digits[mid] = significant_digits(V[mid])
+    long = (digits > MAX_SHORT_DIGITS).any(axis=1)
+    rest = np.flatnonzero(~long)
+    if rest.size:
+        more = significant_digits(V[rest]).reshape(rest.size, -1)
+        long[rest] = (more > MAX_SHORT_DIGITS).any(axis=1)
+    return long
+
+
+def _digits_of(N):
+    """Decimal digits of each positive integer, its trailing zeros left out."""
+    N = N.copy()
+    for _ in range(MAX_SHORT_DIGITS):
+        zero = (N % 10 == 0) & (N > 0)
+        if not zero.any():
+            break
+        N[zero] //= 10
+    return np.searchsorted(_INT_POW10, N, side="right") + 1
+
+
+def digit_bits(digits):
+    """The binary precision whose noise model covers values rounded to
+    ``digits`` significant digits: half a unit in the last digit is at most
+    ``5 10^-digits`` of the value, and ``2^-b`` at least ``10^(1 - digits)``,
+    twice that, for ``b = floor((digits - 1) log2 10)``. Nine or ten digits
+    are read as float32 (24 bits): a float32 forward pass written with that
+    many digits (C's ``%.9g``) has float32's noise, and a coarser model only
+    widens the bounds. More than ``MAX_SHORT_DIGITS``: float64. (A row is
+    read for its digits only once a value needs float64, which a decimal of
+    six digits or fewer never does: such rows have seven digits or more.)"""
+    d = np.asarray(digits, dtype=np.intp)
+    b = np.floor((d - 1) * np.log2(10.0)).astype(np.intp)
+    b = np.where(d <= 10, np.minimum(b, 24), b)
+    b = np.clip(b, 0, 53)
+    return np.where((d > MAX_SHORT_DIGITS) | (d == 0), 53, b)
 
 
 def _float32_shortest(values):
@@ -138,6 +227,7 @@ def _few_digits(v):
 # float64 v; those past 1e308 are inf.
 _POW10_LOW = -300
 _POW10 = np.array([float(f"1e{k}") for k in range(_POW10_LOW, 335)])
+_INT_POW10 = 10 ** np.arange(1, 19, dtype=np.int64)
 
 
 def near_integer(t):
@@ -176,6 +266,9 @@ class PrecisionEvidence:
         self.max_bits = np.zeros(n, dtype=np.intp)
         self.informative = np.zeros(n, dtype=bool)
         self.wide = np.zeros(n, dtype=bool)  # some value needs float64
+        # Most significant digits of a value seen once the row is wide (0
+        # before; more than MAX_SHORT_DIGITS: float64 without rounding).
+        self.digits = np.zeros(n, dtype=np.intp)
         self.decimal = np.ones((n, _MAX_DECIMALS), dtype=bool)
         self.decimal32 = np.ones((n, _MAX_DECIMALS_F32), dtype=bool)
         self.R0 = None
@@ -193,7 +286,7 @@ class PrecisionEvidence:
     # -- evidence ------------------------------------------------------------------
     def update(self, i, R):
         """Take in the responses ``R`` (m, K) that row ``i`` received."""
-        if self.informative[i] and self.wide[i] and not self.decimal[i].any():
+        if self.informative[i] and self._plain_float64(i):
             return  # float64, no quantum, already seen: nothing left to learn
         v = np.asarray(R, dtype=np.float64).ravel()
         # 0 and 1 (a saturated probability) say nothing about the precision.
@@ -201,7 +294,7 @@ class PrecisionEvidence:
         if v.size == 0:
             return
         self.informative[i] = True
-        if self.wide[i] and not self.decimal[i].any():
+        if self._plain_float64(i):
             return  # float64, no quantum: nothing left to rule out
         bits = significant_bits(v)
         if not self.wide[i]:
@@ -211,6 +304,8 @@ class PrecisionEvidence:
                 self.wide[i] = not shortest.all()
                 bits = np.where(long, 24, bits)
             self.max_bits[i] = max(self.max_bits[i], int(bits.max()))
+        if self.wide[i] and self.digits[i] <= MAX_SHORT_DIGITS:
+            self.digits[i] = max(self.digits[i], int(significant_digits(v).max()))
         for k in np.flatnonzero(self.decimal[i]):
             self.decimal[i, k] = _multiples(v, k + 1)
         if not self.wide[i]:
@@ -235,14 +330,27 @@ class PrecisionEvidence:
         decided = long & ~shortest
         exact12 = near_integer(v * 1e12)
         # Values that are not a multiple of 1e-12 are no multiple of any
-        # coarser quantum either, and one such value needing float64 is enough.
+        # coarser quantum either, and one such value needing float64 is
+        # enough, with one that is not a decimal of a few digits (see
+        # significant_digits).
         fast = (decided & ~exact12).any(axis=1)
+        fast[fast] = _any_long_decimal(v[fast])
         self.informative[fast] = True
         self.wide[fast] = True
+        self.digits[fast] = MAX_SHORT_DIGITS + 1
         self.decimal[fast] = False
         self.decimal32[fast] = False
         for i in np.flatnonzero(~fast):
             self.update(i, self.R0[i : i + 1])
+
+    def _plain_float64(self, i):
+        """Row ``i`` needs float64, with no quantum and not a decimal of a
+        few significant digits: no evidence can change its model."""
+        return (
+            self.wide[i]
+            and self.digits[i] > MAX_SHORT_DIGITS
+            and not self.decimal[i].any()
+        )
 
     def add_repeats_of(self, rows, parts, L_of, floors):
         """:meth:`add_repeats` for several rows: the usual case, a first
@@ -356,7 +464,16 @@ class PrecisionEvidence:
         if self.stated == "float32":
             return np.full(rows.size, 24, dtype=np.intp)
         narrow = np.clip(self.max_bits[rows], _MIN_BITS, 24)
-        return np.where(self.wide[rows], 53, narrow)
+        wide = np.where(self._read_digits(rows), digit_bits(self.digits[rows]), 53)
+        return np.where(self.wide[rows], wide, narrow)
+
+    def _read_digits(self, rows):
+        """Rows whose wide values are read for their significant digits:
+        precision not stated, and no decimal quantum (which would be what
+        made them short)."""
+        if not (isinstance(self.stated, str) and self.stated == "auto"):
+            return np.zeros(np.size(rows), dtype=bool)
+        return ~self.decimal[rows].reshape(np.size(rows), -1).any(axis=1)
 
     def quantum(self, rows):
         """Decimal quantum of each row's responses, 0 where there is none.
@@ -418,7 +535,7 @@ class PrecisionEvidence:
         elif self.stated == "float32":
             bits = 24
         elif self.wide[i]:
-            bits = 53
+            bits = int(digit_bits(self.digits[i])) if self._read_digits(i)[0] else 53
         else:
             bits = int(min(max(self.max_bits[i], _MIN_BITS), 24))
         if isinstance(self.stated, str) and self.stated != "auto":
@@ -436,8 +553,12 @@ class PrecisionEvidence:
         """
         m = self.model(rows)
         out = []
-        seen = self.informative[np.asarray(rows, dtype=np.intp)]
-        for b, q, det, info in zip(m.bits, m.quantum, m.deterministic, seen):
+        rows = np.asarray(rows, dtype=np.intp)
+        seen = self.informative[rows]
+        digits = np.where(
+            self.wide[rows] & self._read_digits(rows), self.digits[rows], 0
+        )
+        for b, q, det, info, k in zip(m.bits, m.quantum, m.deterministic, seen, digits):
             if not info and isinstance(self.stated, str) and self.stated == "auto":
                 out.append("unknown")
             elif not det:
@@ -446,6 +567,8 @@ class PrecisionEvidence:
                 # A quantum below the values' own binary resolution is not
                 # what limits them.
                 out.append(f"{q:.0e}")
+            elif 0 < k <= MAX_SHORT_DIGITS:
+                out.append(f"{k} digits")
             elif b >= 53:
                 out.append("float64")
             elif b == 24:

@@ -12,7 +12,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from sklearn.datasets import load_breast_cancer, load_digits, load_wine, make_blobs
+from sklearn.datasets import (
+    load_breast_cancer,
+    load_digits,
+    load_iris,
+    load_wine,
+    make_blobs,
+)
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.linear_model import LogisticRegression
 from sklearn.model_selection import train_test_split
@@ -26,7 +32,13 @@ from sklearn_plm_explain import (
     local_linear_model,
 )
 from sklearn_plm_explain._blackbox import BlackBox, ModelResponseError
-from sklearn_plm_explain._precision import PrecisionEvidence, significant_bits
+from sklearn_plm_explain._precision import (
+    MAX_SHORT_DIGITS,
+    PrecisionEvidence,
+    digit_bits,
+    significant_bits,
+    significant_digits,
+)
 from sklearn_plm_explain._served import (
     as_json_float32,
     binary_float32_near,
@@ -242,18 +254,73 @@ def test_probabilities_written_with_few_significant_digits_are_accepted():
 
 @pytest.mark.parametrize("net", _NETS)
 def test_float32_written_with_nine_digits_is_honest_read_or_stated(net):
-    # Nine significant digits instead of the shortest decimal need float64:
-    # read as such, the rows' float32 noise shows at every radius and they
-    # are flagged, never certified; stated as float32 they are certified
-    # within their bounds.
+    # Nine significant digits instead of the shortest decimal need float64
+    # to hold; read for their digits, they get float32's noise model (which
+    # covers nine digits' rounding and a float32 forward pass), as when
+    # float32 is stated: certified rows within their bounds either way.
+    # Read as float64, as before, they were all flagged.
     mlp, X, rows = _random_relu_mlp(*net)
     f = _significant(float32_forward(mlp), 9)
     e = _explain(f, X, rows)
-    assert "float32" not in set(e.response_precision)
-    assert not np.isin(e.status, CERTIFIED).any()
+    # (Rows whose small probabilities fit a quantum of 1e-10 to 1e-12 are
+    # read as that quantum.)
+    assert "9 digits" in set(e.response_precision)
+    assert "float64" not in set(e.response_precision)
+    _check_honest(e, _errors(e, mlp, rows))
     e = _explain(f, X, rows, response_precision="float32")
     assert np.isin(e.status, CERTIFIED).sum() >= len(rows) // 2
     _check_honest(e, _errors(e, mlp, rows))
+
+
+def test_significant_digits_are_those_of_the_shortest_decimal():
+    # Against Python's repr (the shortest decimal that reads back as the
+    # value) for decimals of 1 to 17 digits over 600 orders of magnitude,
+    # next to powers of ten (where log10's floor may be one off) and for the
+    # tiniest and largest values, whose powers of ten are not exact.
+    rng = np.random.default_rng(0)
+
+    def shortest(v):
+        if not np.isfinite(v) or v == 0:
+            return 0
+        digits = repr(float(v)).split("e")[0].replace("-", "").replace(".", "")
+        return min(len(digits.strip("0")), MAX_SHORT_DIGITS + 1)
+
+    for k in range(1, 18):
+        x = rng.random(300) * 10.0 ** rng.integers(-300, 300, 300)
+        powers = 10.0 ** rng.integers(-12, 16, 40)
+        x = np.concatenate([x, -x[:50], powers, np.nextafter(powers, 0)])
+        x = np.array([float(f"{v:.{k}g}") for v in x] + [0.0, np.nan, 5e-324])
+        expected = [shortest(v) for v in x]
+        np.testing.assert_array_equal(significant_digits(x), expected)
+    # The binary precision read for them covers half a unit in the last
+    # digit, at least twice over; nine and ten digits are read as float32.
+    k = np.arange(1, MAX_SHORT_DIGITS + 1)
+    b = digit_bits(k)
+    assert np.all(2.0 ** -b.astype(float) >= 10.0 ** (1.0 - k))
+    assert np.all(b[k >= 9][:2] == 24) and digit_bits(16) == 53
+
+
+def test_float64_written_with_thirteen_digits_is_read_for_its_digits():
+    # printf's "%.13g" of float64 probabilities: read as float64, the
+    # rounding (5e-14 of each value) passed the residual test as float64
+    # noise, and row 24 was certified exact with an error of 7.0e-9 above
+    # its bound of 6.0e-9. Read for its digits, its bound covers it.
+    X, y = load_iris(return_X_y=True)
+    X_train, X_test, y_train, _ = train_test_split(X, y, test_size=0.25, random_state=0)
+    scaler = StandardScaler().fit(X_train)
+    X_train, X_test = scaler.transform(X_train), scaler.transform(X_test)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        mlp = MLPClassifier((64, 32), max_iter=500, random_state=0)
+        mlp.fit(X_train, y_train)
+    rows = X_test[20:30]
+    e = _explain(_significant(mlp.predict_proba, 13), X_train, rows)
+    assert set(e.response_precision) <= {"13 digits", "12 digits"}
+    assert (e.status == "exact").sum() >= 5
+    _check_honest(e, _errors(e, mlp, rows))
+    # A float64 service itself stays float64: its values need 16 or 17.
+    e = _explain(mlp.predict_proba, X_train, rows)
+    assert set(e.response_precision) == {"float64"}
 
 
 def test_slightly_negative_float32_probabilities_are_clipped():
