@@ -627,8 +627,10 @@ def _centred_log(P):
 
 def test_a_service_deterministic_at_repeats_but_noisy_elsewhere():
     # Out of scope for the repeat queries (they see a deterministic service),
-    # but the noise still shows in every cube's residuals: never certified
-    # beyond what they allow.
+    # but noise of 1e-6 still shows in every cube's residuals: never
+    # certified beyond what they allow. (Noise of 5e-14 to 1e-13 of the
+    # logits does not: the user guide gives the rows it took past their
+    # bounds.)
     mlp, X, rows = _random_relu_mlp(*_NETS[0])
     noisy = jittered(mlp, 1e-6, seed=0)
     seen = {}
