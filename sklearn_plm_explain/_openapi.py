@@ -209,7 +209,7 @@ class OpenAPIExplainer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         certificate. ``"auto"`` reads it, row by row, from the responses: how
         many significant bits the values carry (float32 values, or the
         shortest decimals of float32 values as a JSON encoder writes them,
-        are float32; decimals of at most 15 significant digits, as printf's
+        are float32; decimals of 11 to 15 significant digits, as printf's
         ``%.13g`` writes them, are ``"13 digits"``), whether every value is a
         multiple of a decimal quantum ``10**-k`` (rounded responses), and
         whether the row's response
