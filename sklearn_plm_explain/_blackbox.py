@@ -15,7 +15,7 @@ from sklearn.utils.parallel import Parallel, delayed
 from sklearn.utils.validation import check_is_fitted
 from threadpoolctl import threadpool_limits
 
-from sklearn_plm_explain._precision import near_integer
+from sklearn_plm_explain._precision import near_integer, significant_bits
 
 __all__ = ["ModelResponseError", "QueryBudgetExceeded"]
 
@@ -301,7 +301,14 @@ class BlackBox:
             _raise_rows("probabilities outside [0, 1]", bad, owners)
         bad = np.abs(out.sum(axis=1) - 1.0) > atol
         if bad.any():
-            _raise_rows("probabilities that do not sum to 1", bad, owners)
+            hint = ""
+            if _half_precision(out[bad]):
+                hint = (
+                    " Their values carry at most 11 significant bits, as "
+                    "float16 or bfloat16 answers do: half precision is not "
+                    "read; have the model answer in float32 or float64."
+                )
+            _raise_rows("probabilities that do not sum to 1", bad, owners, hint)
         if (out < 0).any() or (out > 1).any():
             # Rounding noise around 0 or 1: clipped, the log of a clipped 0 is
             # then flagged as saturated like any other 0.
@@ -433,12 +440,18 @@ def _name_explained_rows(err, owners):
         ) + err.args[1:]
 
 
-def _raise_rows(problem, bad, owners):
+def _half_precision(values):
+    """Whether every value carries at most 11 significant bits (float16's
+    precision; bfloat16 has 8), zeros included."""
+    return bool(np.all(significant_bits(values) <= 11))
+
+
+def _raise_rows(problem, bad, owners, hint=""):
     rows = np.unique(owners[bad])
     shown = ", ".join(str(r) for r in rows[:10]) + (" ..." if rows.size > 10 else "")
     raise ModelResponseError(
         f"The model returned {problem} for {int(bad.sum())} query point(s) "
-        f"belonging to row(s) {shown} of the explained batch.",
+        f"belonging to row(s) {shown} of the explained batch.{hint}",
         rows=rows,
     )
 

@@ -321,6 +321,22 @@ def test_float64_written_with_thirteen_digits_is_read_for_its_digits():
     assert set(e.response_precision) == {"float64"}
 
 
+def test_half_precision_probabilities_are_refused_saying_why():
+    # float16 (or bfloat16: float32 with 8 significant bits) probabilities
+    # miss a sum of 1 by up to 1e-3, beyond float32's tolerance: refused,
+    # naming the rows and the likely cause; a float64 miss does not get it.
+    P = np.random.default_rng(0).dirichlet(np.full(10, 0.3), size=50)
+    half = P.astype(np.float16).astype(np.float64)
+    bf16 = (P.astype(np.float32).view(np.uint32) & 0xFFFF0000).view(np.float32)
+    for R in (half, bf16.astype(np.float64)):
+        with pytest.raises(ModelResponseError, match="half precision") as info:
+            _box(10)._validate(R, np.arange(50))
+        assert info.value.rows.size > 0
+    with pytest.raises(ModelResponseError, match="sum to 1") as info:
+        _box(2)._validate(np.array([[0.45, 0.75]]), np.arange(1))
+    assert "half precision" not in str(info.value)
+
+
 def test_slightly_negative_float32_probabilities_are_clipped():
     P = np.array([[-1.19e-7, 1.0000001], [0.3, 0.7]], dtype=np.float32)
     out = _box(2)._validate(P.astype(np.float64), np.arange(2), narrow=True)
