@@ -535,7 +535,11 @@ class PrecisionEvidence:
         elif self.stated == "float32":
             bits = 24
         elif self.wide[i]:
-            bits = int(digit_bits(self.digits[i])) if self._read_digits(i)[0] else 53
+            bits = 53
+            k = int(self.digits[i])
+            # Scalar arithmetic: the search asks at every attempt of every row.
+            if MIN_SHORT_DIGITS <= k <= MAX_SHORT_DIGITS and self._read_digits(i)[0]:
+                bits = int(digit_bits(k))
         else:
             bits = int(min(max(self.max_bits[i], _MIN_BITS), 24))
         if isinstance(self.stated, str) and self.stated != "auto":
