@@ -90,7 +90,7 @@ def _inflation(k, level):
     return float(np.sqrt(k / stats.chi2.ppf(level, k)))
 
 
-def noise_scale(L, P=None):
+def noise_scale(L, P=None, unmarked=None):
     """A-priori rounding noise of the centred log-ratios at each query point.
 
     This is the noise model the fit is weighted by and the floor of the noise
@@ -108,6 +108,12 @@ def noise_scale(L, P=None):
         error of about eps, i.e. a log error of about eps / p. It shows itself
         by lying on the grid of multiples of 2**-53, which a small probability
         computed directly essentially never does.
+    unmarked : ndarray of shape (n,) of bool or None
+        Rows whose values may have been written with 16 significant digits
+        (see :class:`~sklearn_plm_explain._precision.PrecisionEvidence`),
+        which moves a value of the grid off it by up to 5e-16 of itself: their
+        small probabilities that close to the grid (:func:`near_grid`) carry
+        the absolute error too.
 
     Returns
     -------
@@ -118,12 +124,26 @@ def noise_scale(L, P=None):
     tau = 2.0 * FLOOR_ULPS * EPS * (1.0 + np.abs(L).max(axis=2))
     if P is not None:
         on_grid = grid_rounded(P)
+        if unmarked is not None and unmarked.any():
+            on_grid |= near_grid(P) & np.asarray(unmarked)[:, None, None]
         # Rounding to the grid of 1 - p errs by at most eps/4, and the larger
         # probability itself by about as much again.
         safe = np.where(on_grid, P, 1.0)
         absolute = np.where(on_grid, 0.5 * EPS / safe, 0.0)
         tau = tau + absolute.max(axis=2)
     return tau
+
+
+def near_grid(P):
+    """Which small probabilities lie within 1e-15 of themselves of a nonzero
+    multiple of 2**-53: those of the grid written with 16 significant digits
+    (half a unit in the last digit is at most 5e-16 of the value, and the
+    scaling adds an ulp). A probability computed directly lands that close
+    by chance with probability about ``P 2^53 1e-15`` (2e-4 at 3e-5, 2 % at
+    2^-10), and is then only taken to be noisier than it is."""
+    t = P * 2.0**53  # exact
+    k = np.round(t)
+    return (P > 0) & (P < _SMALL_P) & (k >= 1) & (np.abs(t - k) <= 1e-15 * t)
 
 
 def grid_rounded(P):

@@ -212,11 +212,11 @@ class OpenAPIExplainer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         are float32; decimals of 11 to 15 significant digits, as printf's
         ``%.13g`` writes them, are ``"13 digits"``), whether every value is a
         multiple of a decimal quantum ``10**-k`` (rounded responses), and
-        whether the row's response
-        repeats when the row is sent again in a later call (one more query;
-        a non-deterministic service is ``"noisy"``: its scatter within a
-        call and between calls, measured by a few more repeats, joins the
-        noise model, and each later cube brings the row itself again).
+        whether the row's response repeats when the row is sent again in a
+        later call (one more query; a non-deterministic service is
+        ``"noisy"``: its scatter within a call and between calls, measured
+        by a few more repeats, joins the noise model, and each later cube
+        brings the row itself again).
         ``"float64"`` or ``"float32"`` state the binary precision; a float
         states the quantum the responses are rounded to (e.g. ``1e-6``).
         Determinism is checked in every case.

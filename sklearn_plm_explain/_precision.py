@@ -138,6 +138,12 @@ def _any_long_decimal(V):
     return long
 
 
+def _at_most_16_digits(v):
+    """Whether every value of ``v`` is the nearest float64 to a decimal of
+    at most 16 significant digits (printf's ``%.16g``)."""
+    return bool(np.all(np.char.mod("%.16g", v).astype(np.float64) == v))
+
+
 def _digits_of(N):
     """Decimal digits of each positive integer, its trailing zeros left out."""
     N = N.copy()
@@ -269,6 +275,14 @@ class PrecisionEvidence:
         # Most significant digits of a value seen once the row is wide (0
         # before; more than MAX_SHORT_DIGITS: float64 without rounding).
         self.digits = np.zeros(n, dtype=np.intp)
+        # Binary rows whose every value has at most 16 significant digits: a
+        # small probability computed as 1 - p, written so, has lost the grid
+        # of 2^-53 that marks its absolute error, and one close to the grid
+        # is taken to carry it (noise_scale). Float64 values often need 17
+        # digits, and a cube rules it out; values that never do (a leading
+        # digit of 5 or more, 1 - p just below 1) keep the row so, at no
+        # cost while they are on the grid itself. Still read as "float64".
+        self.unmarked = np.zeros(n, dtype=bool)
         self.decimal = np.ones((n, _MAX_DECIMALS), dtype=bool)
         self.decimal32 = np.ones((n, _MAX_DECIMALS_F32), dtype=bool)
         self.R0 = None
@@ -286,6 +300,8 @@ class PrecisionEvidence:
     # -- evidence ------------------------------------------------------------------
     def update(self, i, R):
         """Take in the responses ``R`` (m, K) that row ``i`` received."""
+        if self.unmarked[i]:
+            self._check_unmarked(i, R)
         if self.informative[i] and self._plain_float64(i):
             return  # float64, no quantum, already seen: nothing left to learn
         v = np.asarray(R, dtype=np.float64).ravel()
@@ -340,8 +356,20 @@ class PrecisionEvidence:
         self.digits[fast] = MAX_SHORT_DIGITS + 1
         self.decimal[fast] = False
         self.decimal32[fast] = False
+        if v.shape[1] == 2:
+            # Only a small probability's absolute error is at stake, and
+            # only one that can be 1 - p (at least 2^-53).
+            small = ((v >= 2.0**-53) & (v < _SMALL_P)).any(axis=1)
+            self.unmarked[small] = True
+            for i in np.flatnonzero(small):
+                self._check_unmarked(i, v[i])
         for i in np.flatnonzero(~fast):
             self.update(i, self.R0[i : i + 1])
+
+    def _check_unmarked(self, i, R):
+        """Rule out row ``i``'s 16 digits if one of its values ``R`` needs 17."""
+        v = np.asarray(R, dtype=np.float64).ravel()
+        self.unmarked[i] = _at_most_16_digits(v[np.isfinite(v) & (v != 0)])
 
     def _plain_float64(self, i):
         """Row ``i`` needs float64, with no quantum and not a decimal of a
@@ -350,6 +378,7 @@ class PrecisionEvidence:
             self.wide[i]
             and self.digits[i] > MAX_SHORT_DIGITS
             and not self.decimal[i].any()
+            and not self.unmarked[i]
         )
 
     def add_repeats_of(self, rows, parts, L_of, floors):
@@ -524,6 +553,7 @@ class PrecisionEvidence:
             deterministic=self.deterministic[rows].copy(),
             call_scatter=self.call_scatter[rows].copy(),
             call_dof=self.call_dof[rows].copy(),
+            unmarked=self.unmarked[rows].copy(),
         )
 
     def signature(self, i):
@@ -548,7 +578,8 @@ class PrecisionEvidence:
             q = float(self.stated)
         else:
             q = float(self._decimal_quantum(i)[0])
-        return bits, q, bool(self.deterministic[i]), bool(self.correlated[i])
+        det, corr = bool(self.deterministic[i]), bool(self.correlated[i])
+        return bits, q, det, corr, bool(self.unmarked[i])
 
     def label(self, rows):
         """Per-row description: "float64", "float32", "1e-06", "noisy"...
@@ -595,6 +626,7 @@ class NoiseModel:
         deterministic,
         call_scatter=None,
         call_dof=None,
+        unmarked=None,
     ):
         self.bits = np.asarray(bits)
         self.quantum = np.asarray(quantum, dtype=np.float64)
@@ -607,6 +639,11 @@ class NoiseModel:
         zeros = np.zeros(self.bits.shape)
         self.call_scatter = zeros if call_scatter is None else np.asarray(call_scatter)
         self.call_dof = zeros if call_dof is None else np.asarray(call_dof)
+        self.unmarked = (
+            np.zeros(self.bits.shape, dtype=bool)
+            if unmarked is None
+            else np.asarray(unmarked, dtype=bool)
+        )
         self.eps = 2.0 ** (1 - self.bits.astype(np.float64))
 
     def __len__(self):
@@ -622,6 +659,7 @@ class NoiseModel:
             self.deterministic[j],
             self.call_scatter[j],
             self.call_dof[j],
+            self.unmarked[j],
         )
 
     @property
@@ -687,7 +725,7 @@ class NoiseModel:
         larger one carry its absolute rounding error (in responses of at most
         24 bits; float64 ones always use ``_SMALL_P``, see
         :func:`~sklearn_plm_explain._certify.noise_scale`)."""
-        tau64 = noise_scale(L, P)
+        tau64 = noise_scale(L, P, self.unmarked)
         if self.float64.all() or np.all(self.bits >= 53):
             return tau64
         eps = self.eps[:, None]

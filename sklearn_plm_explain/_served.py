@@ -103,6 +103,17 @@ def rounded(fn, decimals, as_float32=False):
     return predict_proba
 
 
+def written_with_digits(fn, digits):
+    """Responses written with ``digits`` significant digits (printf's
+    ``%.{digits}g``) and read back as float64."""
+    write = np.vectorize(lambda v: float(f"{v:.{digits}g}"))
+
+    def predict_proba(X):
+        return write(np.asarray(fn(X), dtype=np.float64))
+
+    return predict_proba
+
+
 def as_json_float32(fn):
     """float32 responses written as their shortest decimal and read back."""
 
