@@ -278,6 +278,14 @@ def fit_local_models(
     if plain.all():
         # The usual case: no copy of the designs (the largest arrays here).
         beta, sigma_hat, se_unit = _fit_orthogonal(A, Y, tau, eps, peak, s)
+    elif (plain | corrected).all():
+        # As usual, but with a few rows of heavy points among them (a first
+        # round whose small probabilities lie on the grid of 1 - p): their
+        # plain fits, replaced below, cost less than a copy of the others'
+        # designs.
+        beta, sigma_hat, se_unit = _fit_orthogonal(
+            A, Y, tau, eps, peak, s, skip=corrected
+        )
     else:
         for rows in _row_sets(plain, A[0].nbytes):
             beta[rows], sigma_hat[rows], se_unit[rows] = _fit_orthogonal(
@@ -722,7 +730,7 @@ def _qr_solve_rows(A, Y):
     return beta, Rinv
 
 
-def _fit_orthogonal(A, Y, tau, eps, peak, s):
+def _fit_orthogonal(A, Y, tau, eps, peak, s, skip=None):
     """Least squares on a design with a known Gram matrix; O(m d K) per row.
 
     The design ``B = [1, U]`` (origin first; given as ``A = B diag(s)``, its
@@ -747,7 +755,10 @@ def _fit_orthogonal(A, Y, tau, eps, peak, s):
       ``eps``; by Gauss-Markov never below the weighted fit's.
 
     The responses are fitted relative to the origin's, so that the intercept
-    does not carry their absolute level into the solve's error.
+    does not carry their absolute level into the solve's error. Each row's
+    results are its own, whatever the other rows of the batch; the standard
+    errors of rows ``skip`` (n,), whose results the caller replaces, are
+    not taken exactly.
     """
     n, m, p = A.shape
     D = np.full((p, 1), m - 1.0)
@@ -783,7 +794,7 @@ def _fit_orthogonal(A, Y, tau, eps, peak, s):
         # In units of the step first: tau^2 (x - x0)^2 may underflow.
         return tau2 @ (A[i, :, 1:] / s[i, 1:, 0]) ** 2
 
-    se = _orthogonal_se(tau, eps, peak, e, solve, exact, p - 1)
+    se = _orthogonal_se(tau, eps, peak, e, solve, exact, p - 1, skip)
     return beta, sigma_hat, se
 
 

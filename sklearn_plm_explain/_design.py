@@ -118,19 +118,24 @@ def orthogonal_designs(rngs, n, d, out, scale):
 
 
 def _block_draws(rng, size, d):
-    """The draws of one block from the row's generator: ``d`` distinct
-    non-constant basis columns (in the order drawn) and ``d`` signs."""
-    chosen = rng.choice(size - 1, size=d, replace=False)
-    # The same draws as rng.choice([False, True], size=d), for less.
-    negative = rng.integers(0, 2, size=d)
-    return np.concatenate([chosen, negative])
+    """The draws of one block from the row's generator, in one call (a call
+    costs more than the numbers at small widths): ``size - 1`` uniform keys,
+    one per non-constant basis column, and ``d`` more for the signs."""
+    return rng.random(size - 1 + d)
 
 
 def _columns_and_signs(draws, d):
     """Basis columns (increasing) and signs ``+-1`` of the blocks whose
-    draws (see :func:`_block_draws`) are the rows of ``draws``."""
-    cols = 1 + np.sort(draws[:, :d], axis=1)
-    sign = np.where(draws[:, d:].astype(bool), -1.0, 1.0)
+    draws (see :func:`_block_draws`) are the rows of ``draws``.
+
+    The columns are those of the ``d`` smallest keys: a uniformly random
+    choice of ``d`` of the ``size - 1``, as a uniformly random permutation's
+    first ``d`` would be.
+    """
+    keys = draws[:, :-d]
+    chosen = np.argpartition(keys, d - 1, axis=1)[:, :d]
+    cols = 1 + np.sort(chosen, axis=1)
+    sign = np.where(draws[:, -d:] < 0.5, -1.0, 1.0)
     return cols, sign
 
 

@@ -28,7 +28,7 @@ from sklearn_plm_explain._precision import (
     statistical_abs,
     worst_case_abs,
 )
-from sklearn_plm_explain._radius import Attempt
+from sklearn_plm_explain._radius import Attempt, first_attempt_consistent
 
 # A row whose noise scale exceeds its relative rounding floor this many times
 # owes its imprecision to saturated probabilities.
@@ -144,7 +144,11 @@ class CubeJudge:
         clipped = _clipped(cubes.P, len(rows)) & float64
         # The noise model's per-row kinds, read once (each is a vector).
         kinds = _Kinds(~float64, model.quantum > 0, model.correlated, float64)
+        plain = ~(flat | wide_flat | clipped | (pinned & float64 & ~state.sharp[rows]))
+        done = self._certified_at_first(cubes, fits, searches, plain & float64)
         for j, i in enumerate(rows):
+            if done[j]:
+                continue
             search = searches[i]
             if flat[j] or wide_flat[j]:
                 state.record_flat(i, Y[j, 0], search.radius)
@@ -292,6 +296,35 @@ class CubeJudge:
             return True
         search.radius = nxt
         return False
+
+    def _certified_at_first(self, cubes, fits, searches, candidates):
+        """Certify together the rows whose first attempt is this cube and
+        certifies them; which ones (n,). ``candidates`` (n,) marks the float64
+        cubes that reach the residual test.
+
+        What :meth:`_attempt_ends_search` records of such a row one by one,
+        for most rows of a float64 model, in a few array operations: its
+        estimate, bound, radius and status, and the attempt counted (its
+        search and candidates end with it). Rows whose queries or certified
+        models are kept take the one-by-one path.
+        """
+        state, rows = self.state, cubes.rows
+        if state.queries is not None or state.library is not None:
+            return np.zeros(rows.size, dtype=bool)
+        first = np.array([not searches[i].history for i in rows], dtype=bool)
+        ok = candidates & first & (fits.rel <= self.config.rtol)
+        ok &= first_attempt_consistent(fits.sigma_hat, cubes.bad)
+        g, i = np.flatnonzero(ok), rows[ok]
+        if i.size:
+            r = state.result
+            r.n_iter[i] += 1
+            r.coef[i], r.intercept[i] = fits.slope[g], fits.intercept[g]
+            r.error_bound[i] = fits.rel[g]
+            r.radius[i] = [searches[k].radius for k in i]
+            r.status[i] = "exact"
+            for k in i:
+                del searches[k]
+        return ok
 
     def _certified(self, fits, j, i, radius, float64):
         """Row ``i`` is exact on its cube (the ``j``-th): record it, and offer

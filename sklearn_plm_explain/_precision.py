@@ -366,6 +366,27 @@ class PrecisionEvidence:
         for i in np.flatnonzero(~fast):
             self.update(i, self.R0[i : i + 1])
 
+    def update_rows(self, rows, parts):
+        """:meth:`update` for each of ``rows`` with its responses in ``parts``;
+        rows of plain float64 already seen, whose model no evidence changes,
+        are passed over together (most rows of a float64 model)."""
+        rows = np.asarray(rows, dtype=np.intp)
+        settled = self._settled(rows)
+        for i, R, done in zip(rows, parts, settled):
+            if not done:
+                self.update(i, R)
+
+    def _settled(self, rows):
+        """Rows for which :meth:`update` learns nothing (vectorised
+        :meth:`_plain_float64` of an informative row)."""
+        return (
+            self.informative[rows]
+            & self.wide[rows]
+            & (self.digits[rows] > MAX_SHORT_DIGITS)
+            & ~self.decimal[rows].any(axis=1)
+            & ~self.unmarked[rows]
+        )
+
     def _check_unmarked(self, i, R):
         """Rule out row ``i``'s 16 digits if one of its values ``R`` needs 17."""
         v = np.asarray(R, dtype=np.float64).ravel()
@@ -556,30 +577,24 @@ class PrecisionEvidence:
             unmarked=self.unmarked[rows].copy(),
         )
 
-    def signature(self, i):
-        """A value that changes whenever row ``i``'s noise model does: its
-        bits, quantum and determinism, as :meth:`model` reads them (without
-        building one; the search asks for it at every attempt)."""
-        if self.stated == "float64":
-            bits = 53
-        elif self.stated == "float32":
-            bits = 24
-        elif self.wide[i]:
-            bits = 53
-            k = int(self.digits[i])
-            # Scalar arithmetic: the search asks at every attempt of every row.
-            if MIN_SHORT_DIGITS <= k <= MAX_SHORT_DIGITS and self._read_digits(i)[0]:
-                bits = int(digit_bits(k))
-        else:
-            bits = int(min(max(self.max_bits[i], _MIN_BITS), 24))
-        if isinstance(self.stated, str) and self.stated != "auto":
-            q = 0.0
-        elif not isinstance(self.stated, str):
-            q = float(self.stated)
-        else:
-            q = float(self._decimal_quantum(i)[0])
-        det, corr = bool(self.deterministic[i]), bool(self.correlated[i])
-        return bits, q, det, corr, bool(self.unmarked[i])
+    def signatures(self, rows):
+        """Per row of ``rows``, a value that changes whenever the row's noise
+        model does: its bits, quantum, determinism, reading call by call and
+        unmarked grid, as :meth:`model` reads them (without building one; the
+        search asks at every attempt, for all of a round's rows at once)."""
+        rows = np.asarray(rows, dtype=np.intp)
+        if rows.size == 0:
+            return []
+        q, _ = self.quantum(rows)
+        return list(
+            zip(
+                self.bits(rows).tolist(),
+                q.tolist(),
+                self.deterministic[rows].tolist(),
+                self.correlated[rows].tolist(),
+                self.unmarked[rows].tolist(),
+            )
+        )
 
     def label(self, rows):
         """Per-row description: "float64", "float32", "1e-06", "noisy"...

@@ -369,6 +369,13 @@ class RadiusSearch:
         return "boundary"
 
 
+def first_attempt_consistent(sigma_hat, bad):
+    """Whether each first attempt of a float64 row is consistent: the residual
+    test of :class:`RadiusSearch` for rows (n,) with residuals ``sigma_hat``
+    (n, K) before any noise is learned, vectorised."""
+    return ~bad & ~(np.fmax.reduce(sigma_hat, axis=1) > EXCESS_FACTOR)
+
+
 def _coarse_factor(dof):
     """Residual RMS, in noise-model units, above which a coarse cube fails."""
     if dof <= 0:

@@ -380,21 +380,25 @@ class LocalModelSearch:
                 match[~state.sharp[waiting]] = -1
             free = waiting[match < 0][:release]
             release *= 2
-            for i in free:
-                searches[i] = self._new_search(i)
+            self._new_searches(searches, free)
             confirm = self._probe_plan(waiting, match)
             far = [i for i, (_, rho) in confirm.items() if not np.isfinite(rho)]
             for i in far:
                 del confirm[i]
-                searches[i] = self._new_search(i)
+            self._new_searches(searches, far)
             waiting = np.setdiff1d(
                 waiting, np.concatenate([free, list(confirm), far]).astype(np.intp)
             )
             released = self._round(searches, rngs, confirm)
-            for i in released:
-                searches[i] = self._new_search(i)
+            self._new_searches(searches, released)
 
-    def _new_search(self, i):
+    def _new_searches(self, searches, rows):
+        """Start the radius searches of ``rows`` in ``searches``."""
+        signatures = self.state.prec.signatures(rows)
+        for i, signature in zip(rows, signatures):
+            searches[i] = self._new_search(signature)
+
+    def _new_search(self, signature):
         config, d = self.config, self.state.d
         search = RadiusSearch(
             radius=config.init_radius,
@@ -406,7 +410,7 @@ class LocalModelSearch:
             n_more=max(config.n_witnesses, _MORE_WITNESSES * (d + 1)),
             noise_cap=NOISE_CAP,
         )
-        search.signature = self.state.prec.signature(i)
+        search.signature = signature
         return search
 
     def _probe_plan(self, waiting, match):
@@ -631,10 +635,10 @@ class LocalModelSearch:
         together."""
         state = self.state
         cubes = []
-        for i, pts, resp in zip(rows, draws, parts):
+        state.prec.update_rows(rows, parts[: rows.size])
+        signatures = state.prec.signatures(rows)
+        for i, pts, resp, signature in zip(rows, draws, parts, signatures):
             search = searches[i]
-            state.prec.update(i, resp)
-            signature = state.prec.signature(i)
             if signature != search.signature:
                 # What the responses showed changed the noise model (e.g. a
                 # first answer of exactly 0.5 looked like one decimal): the

@@ -71,6 +71,30 @@ def test_designs_drawn_together_are_each_rows_own(n, d):
     assert not np.array_equal(together[0], together[1])
 
 
+@pytest.mark.parametrize("n, d", [(6, 5), (69, 64), (70, 64)])
+def test_drawn_columns_and_signs_are_uniform(n, d):
+    # Each design takes d of the basis's n - 1 non-constant columns, every
+    # choice equally likely, in increasing order, with independent fair signs.
+    from sklearn_plm_explain._design import _block_draws, _columns_and_signs
+
+    rng = np.random.default_rng(5)
+    draws = np.stack([_block_draws(rng, n, d) for _ in range(4000)])
+    cols, sign = _columns_and_signs(draws, d)
+    assert cols.shape == sign.shape == (4000, d)
+    assert np.all(np.diff(cols, axis=1) > 0)
+    assert cols.min() >= 1 and cols.max() <= n - 1
+    assert set(np.unique(sign)) == {-1.0, 1.0}
+    # Each column is left out with probability (n - 1 - d) / (n - 1).
+    counts = np.bincount(cols.ravel(), minlength=n)[1:]
+    expected = 4000 * d / (n - 1)
+    spread = np.sqrt(expected * (1 - d / (n - 1))) + 1e-9
+    assert np.all(np.abs(counts - expected) <= 5 * spread)
+    if n - 1 > d:
+        # Not always the same columns left out: every one of them is, at times.
+        assert np.all(counts < 4000)
+    assert abs((sign < 0).mean() - 0.5) < 5 * 0.5 / np.sqrt(sign.size)
+
+
 def test_designs_drawn_together_are_one_block():
     with pytest.raises(ValueError, match="not one block"):
         orthogonal_designs(
@@ -259,6 +283,42 @@ def test_corrected_rows_fitted_together_are_each_fitted_as_alone():
         )
         slow = fit_local_models(A, Y, x0, step, False, tau)
         assert np.all(together[3][i] >= slow[3][0] * (1 - 1e-9))
+
+
+def test_plain_rows_fitted_with_corrected_ones_are_each_fitted_as_alone():
+    # A first round whose few rows have heavy points (a small probability on
+    # the grid of 1 - p) fits all rows by the plain products and replaces
+    # the corrected rows' fits: every row gets what it gets alone.
+    rng = np.random.default_rng(12)
+    d, n, K = 20, 25, 3
+    rows, truth = [], []
+    for heavy in (0, 2, 0, 0, 1, 0):
+        A, Y, x0, step, G = _cube(rng, d, n, 1e-3, K=K)
+        tau = 1e-14 * (1.0 + 1e-4 * rng.random((1, n + 1)))
+        tau[0, rng.choice(np.arange(1, n + 1), size=heavy, replace=False)] = 1e-9
+        Y = Y + tau[..., None] * rng.standard_normal(Y.shape)
+        rows.append((A, Y, x0, step, tau))
+        truth.append(G)
+    block = np.full(len(rows), n + 1)
+    together = fit_local_models(
+        *(np.concatenate([r[k] for r in rows]) for k in range(4)),
+        False,
+        np.concatenate([r[4] for r in rows]),
+        n_orthogonal=block,
+    )
+    for i, (A, Y, x0, step, tau) in enumerate(rows):
+        alone = fit_local_models(A, Y, x0, step, False, tau, n_orthogonal=block[:1])
+        for k in (0, 1, 3, 4):
+            np.testing.assert_allclose(together[k][i], alone[k][0], rtol=1e-12)
+        np.testing.assert_allclose(together[2][i], alone[2][0], rtol=1e-3)
+    # The heavy rows keep their weights: far closer to the truth than the
+    # plain (unweighted) fit, which their noisy points pull away.
+    for i in (1, 4):
+        A, Y, x0, step, tau = rows[i]
+        B = A[0] / np.concatenate([[1.0], step[0]])
+        plain = np.linalg.lstsq(B, Y[0], rcond=None)[0][1:] / step[0][:, None]
+        err = np.abs(together[0][i] - truth[i]).max()
+        assert err <= 1e-2 * np.abs(plain - truth[i]).max()
 
 
 def test_a_design_that_is_not_orthogonal_is_caught_by_its_residuals():

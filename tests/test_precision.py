@@ -169,6 +169,59 @@ def test_quanta_of_many_rows_are_each_rows_own():
     np.testing.assert_array_equal(f32, [b for _, b in one_by_one])
 
 
+def test_signatures_change_with_the_noise_model_and_only_with_it():
+    # The search restarts a row whose signature changed: read together for a
+    # round's rows, they must carry exactly what the rows' noise models read
+    # (bits, quantum, determinism, reading call by call, the unmarked grid).
+    rng = np.random.default_rng(8)
+    n = 300
+    ev = PrecisionEvidence(n)
+    ev.decimal[:] = rng.random(ev.decimal.shape) < 0.08
+    ev.decimal32[:] = rng.random(ev.decimal32.shape) < 0.15
+    ev.wide[:] = rng.random(n) < 0.6
+    ev.digits[:] = rng.integers(9, 18, n)
+    ev.max_bits[:] = rng.integers(0, 30, n)
+    ev.deterministic[:] = rng.random(n) < 0.8
+    ev.correlated[:] = rng.random(n) < 0.1
+    ev.unmarked[:] = rng.random(n) < 0.1
+    rows = rng.permutation(n)[:200]
+    m = ev.model(rows)
+    expected = list(
+        zip(m.bits, m.quantum, m.deterministic, ev.correlated[rows], m.unmarked)
+    )
+    assert ev.signatures(rows) == [tuple(map(_plain, t)) for t in expected]
+    assert len({sig[0] for sig in ev.signatures(rows)}) > 3
+    assert ev.signatures([]) == []
+
+
+def _plain(v):
+    return v.item() if hasattr(v, "item") else v
+
+
+def test_responses_taken_in_together_are_each_rows_own():
+    # Rows of plain float64 already seen are passed over together; the others
+    # learn from their responses as they would one by one.
+    rng = np.random.default_rng(9)
+    P = rng.dirichlet([1, 1, 1], size=(6, 4))
+    P[1] = np.round(P[1], 3)  # a decimal row
+    P[2] = P[2].astype(np.float32)  # a float32 row
+    P[3, :, :2] = [[0.25, 0.5]] * 4  # few significant bits so far
+    P[3, :, 2] = 0.25
+    together, alone = PrecisionEvidence(6), PrecisionEvidence(6)
+    for ev in (together, alone):
+        ev.set_origins(P[:, 0])
+    cubes = [rng.dirichlet([1, 1, 1], size=5) for _ in range(6)]
+    cubes[1], cubes[2] = np.round(cubes[1], 3), cubes[2].astype(np.float32)
+    rows = np.array([0, 2, 1, 3, 5])
+    together.update_rows(rows, [cubes[i] for i in rows])
+    for i in rows:
+        alone.update(i, cubes[i])
+    for name in ("informative", "wide", "digits", "max_bits", "decimal", "unmarked"):
+        np.testing.assert_array_equal(getattr(together, name), getattr(alone, name))
+    assert together.signatures(np.arange(6)) == alone.signatures(np.arange(6))
+    assert together._settled(np.array([0]))[0] and not together._settled([1])[0]
+
+
 def test_evidence_only_accumulates():
     # A first answer of exactly 1/2 looks like one decimal and few bits: the
     # row starts coarse, and the first values that are not refine it.

@@ -178,6 +178,25 @@ def test_reused_memory_changes_no_result(monkeypatch):
         np.testing.assert_array_equal(a, b)
 
 
+def test_rows_certified_together_are_recorded_as_one_by_one():
+    # Most float64 rows are certified by their first cube, all together; a
+    # call that keeps each row's queries takes them one by one. Bitwise the
+    # same results, on rows certified at once and rows searched longer.
+    mlp, X = _bc_mlp()
+    explainer = OpenAPIExplainer(
+        mlp, response_method="predict_proba", random_state=0
+    ).fit(X)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        together = explainer.explain(X[:120])
+        one_by_one = explainer.explain(X[:120], return_queries=True)
+    assert (together.n_iter == 1).sum() > 60 and (together.n_iter > 1).sum() > 0
+    for name in set(together.fields) - {"queries"}:
+        np.testing.assert_array_equal(
+            getattr(together, name), getattr(one_by_one, name), err_msg=name
+        )
+
+
 def test_workspace_grows_on_demand():
     from sklearn_plm_explain._search import Workspace
 
