@@ -460,6 +460,6 @@ def _clipped(P, n):
     """
     if P is None:
         return np.zeros(n, dtype=bool)
-    constant = np.all(P == P[:, :1, :], axis=1) & (P[:, 0, :] < 0.5)
-    moving = ~np.all(P == P[:, :1, :], axis=1)
-    return constant.any(axis=1) & moving.any(axis=1)
+    same = np.all(P == P[:, :1, :], axis=1)
+    constant = same & (P[:, 0, :] < 0.5)
+    return constant.any(axis=1) & ~same.all(axis=1)

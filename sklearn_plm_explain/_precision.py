@@ -421,9 +421,11 @@ class PrecisionEvidence:
                 close = np.abs(L1 - L0) <= floor.reshape(len(first), -1)
             ok = np.isfinite(L0).all(axis=1) & np.isfinite(L1).all(axis=1)
             done[first] = ok & close.all(axis=1)
+        self.update_rows(
+            np.asarray(rows, dtype=np.intp)[done], [R for R, k in zip(parts, done) if k]
+        )
         for k, (i, R) in enumerate(zip(rows, parts)):
             if done[k]:
-                self.update(i, R)
                 self.repeats[i].extend(np.asarray(R, dtype=np.float64))
                 self.calls[i].append(len(R))
             else:

@@ -466,7 +466,7 @@ class LocalModelSearch:
         state.call_centre = {}
         if r_rows.size:
             self._add_repeats(r_rows, parts[n_fit:])
-        self._attempt(searches, rows, draws, parts, steps)
+        self._attempt(searches, rows, draws, parts, steps, block)
         c_points = None
         if c_rows.size:
             c_points = Q[
@@ -630,9 +630,9 @@ class LocalModelSearch:
                 state.keep_queries(i, points[p * k : p * (k + 1)])
         return rows[~ok]
 
-    def _attempt(self, searches, rows, draws, parts, steps):
+    def _attempt(self, searches, rows, draws, parts, steps, block):
         """Add each row's new points to its cube; judge cubes of equal size
-        together."""
+        together. ``block`` holds the rows' new points, one after another."""
         state = self.state
         cubes = []
         state.prec.update_rows(rows, parts[: rows.size])
@@ -652,6 +652,11 @@ class LocalModelSearch:
             state.cubes[i] = (pts, resp)
             cubes.append((pts, resp))
         sizes = np.array([len(c[0]) for c in cubes])
+        # Fresh cubes of one size (a first round) are the block itself, row
+        # after row: one array of all of them.
+        stacked = None
+        if sizes.size and np.all(sizes == len(draws[0])) and sizes.sum() == len(block):
+            stacked = block.reshape(sizes.size, sizes[0], -1)
         for size in np.unique(sizes):
             g = np.flatnonzero(sizes == size)
             batch = self._cubes(
@@ -660,12 +665,14 @@ class LocalModelSearch:
                 [cubes[j][0] for j in g],
                 np.stack([cubes[j][1] for j in g]),
                 np.stack([steps[j] for j in g]),
+                stacked,
             )
             self.judge.judge(batch, searches)
 
-    def _cubes(self, searches, rows, points, R, step):
+    def _cubes(self, searches, rows, points, R, step, stacked=None):
         """The cubes of ``rows`` as the judge fits them (the row itself first);
-        ``points`` a list of (m, d) arrays."""
+        ``points`` a list of (m, d) arrays, the same as ``stacked`` (n, m, d)
+        when that is not None."""
         state = self.state
         n, d = len(rows), state.d
         model = state.prec.model(rows)
@@ -698,8 +705,11 @@ class LocalModelSearch:
         if all(lay is None for lay in layouts):
             A[:, :, 0] = 1.0
             A[:, 0, 1:] = 0.0
-            for j in range(n):
-                np.subtract(points[j], state.X[rows[j]], out=A[j, 1:, 1:])
+            if stacked is not None:
+                np.subtract(stacked, state.X[rows][:, None, :], out=A[:, 1:, 1:])
+            else:
+                for j in range(n):
+                    np.subtract(points[j], state.X[rows[j]], out=A[j, 1:, 1:])
             layouts = fill = None
         R0 = state.R0[rows]
         L0 = state.L0[rows]
