@@ -28,6 +28,9 @@ TOP_UP_MARGIN = 1.25
 NEAR_MISS = 1.3
 # The most a larger sample in the same cube can tighten the bound.
 OVERSAMPLE_GAIN = 8.0
+# A row stops before its last cube when that cube's forecast bound needs this
+# many times the most points a cube may have (see RadiusSearch._out_of_reach).
+REACH_MARGIN = 1.25
 # Coarse responses (float32, rounded, noisy) hide weak kinks in their noise.
 # Their noise model is close to the actual noise (not a floor orders of
 # magnitude above it, as for float64), so the residual test is a chi-square
@@ -200,6 +203,8 @@ class RadiusSearch:
                 blocked = True
             want = self.max_radius
         if not blocked:
+            if self._out_of_reach(want, r_lo, r_hi):
+                return None
             self.n_new = self.n_features + self.n_witnesses
             return want
         lo = self._floor_limited_at(r_lo)
@@ -227,6 +232,24 @@ class RadiusSearch:
             self.n_new = self.n_features + self.n_witnesses
             return min(r_lo, self.safe_radius()) if self.coarse else r_lo
         return None
+
+    def _out_of_reach(self, want, r_lo, r_hi):
+        """The cube at ``want`` is the last the search would draw and cannot
+        certify the row: whatever it shows, the bracket is then too narrow to
+        split (no larger radius is reachable, and a smaller one only bounds
+        worse), and the bound of the consistent float64 cube at ``r_lo``,
+        set by the noise floor, forecasts that of ``want`` (it falls like
+        1 / radius: within 1 % on the rows measured) above what even
+        ``n_more`` witnesses bring below rtol, with a margin. The row then
+        ends as it would after that cube, a round sooner."""
+        if self.coarse or r_hi is None or r_hi / want >= MIN_BRACKET:
+            return False
+        lo = self._floor_limited_at(r_lo)
+        if lo is None:
+            return False
+        rel = lo.rel_error * r_lo / want
+        m = self._points_for_rtol(self.n_features + lo.dof, rel)
+        return m > REACH_MARGIN * (self.n_features + self.n_more)
 
     def safe_radius(self):
         """Largest radius a coarse row may be certified at (see COARSE_MARGIN)."""
