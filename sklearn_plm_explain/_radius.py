@@ -234,20 +234,24 @@ class RadiusSearch:
         return None
 
     def _out_of_reach(self, want, r_lo, r_hi):
-        """The cube at ``want`` is the last the search would draw and cannot
-        certify the row: whatever it shows, the bracket is then too narrow to
-        split (no larger radius is reachable, and a smaller one only bounds
-        worse), and the bound of the consistent float64 cube at ``r_lo``,
-        set by the noise floor, forecasts that of ``want`` (it falls like
-        1 / radius: within 1 % on the rows measured) above what even
-        ``n_more`` witnesses bring below rtol, with a margin. The row then
-        ends as it would after that cube, a round sooner."""
-        if self.coarse or r_hi is None or r_hi / want >= MIN_BRACKET:
+        """No cube the search may still draw can certify the row.
+
+        Below a kink at ``r_hi`` the search draws ``want`` and then splits
+        the bracket while it spans ``MIN_BRACKET``: the largest radius it can
+        reach is ``want`` when the bracket above it is too narrow to split,
+        else at most ``r_hi / 2``. The bound of the consistent float64 cube
+        at ``r_lo``, set by the noise floor, falls like 1 / radius (within
+        1 % on the rows measured): when its forecast at that radius is above
+        what even ``n_more`` witnesses bring below rtol, with a margin, no
+        cube can certify the row, and it ends now as it would after them.
+        """
+        if self.coarse or r_hi is None:
             return False
         lo = self._floor_limited_at(r_lo)
         if lo is None:
             return False
-        rel = lo.rel_error * r_lo / want
+        reach = want if r_hi / want < MIN_BRACKET else max(want, r_hi / 2.0)
+        rel = lo.rel_error * r_lo / reach
         m = self._points_for_rtol(self.n_features + lo.dof, rel)
         return m > REACH_MARGIN * (self.n_features + self.n_more)
 

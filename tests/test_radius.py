@@ -291,31 +291,31 @@ def test_a_cube_with_residuals_above_the_noise_is_not_consistent():
     assert search.last_consistent()
 
 
-def _boxed(rel_error, coarse=False):
-    """A search boxed in below a kink at 2e-5, whose cube at 5e-6 is
+def _boxed(rel_error, kink=2e-5, coarse=False):
+    """A search boxed in below a kink at ``kink``, whose cube at 5e-6 is
     consistent with a bound set by the float64 noise floor."""
     search = _wide_search(8e-5)
     search.coarse = coarse
-    search.record(Attempt(8e-5, np.array([1e7]), 0.9, False, dof=5))
-    search.record(Attempt(2e-5, np.array([1e6]), 0.3, False, dof=5))
+    search.record(Attempt(4 * kink, np.array([1e7]), 0.9, False, dof=5))
+    search.record(Attempt(kink, np.array([1e6]), 0.3, False, dof=5))
     search.record(Attempt(5e-6, np.array([0.1]), rel_error, False, dof=5))
     return search
 
 
-def test_a_row_stops_before_a_last_cube_that_cannot_certify():
-    # The next cube, at 1e-5, would be the last below the kink (a bracket of
+def test_a_row_stops_when_no_cube_it_may_still_draw_can_certify():
+    # Below a kink at 2e-5 the next cube, at 1e-5, is the last (a bracket of
     # 2 is not split). A bound of 4.15e-8 at 5e-6 forecasts 2.1e-8 there,
     # which about 470 points would bring below rtol, with at most 325 in a
     # cube: the row ends now, as it would after that cube.
     assert _boxed(4.15e-8).next_radius() is None
     # 2e-8 aims at 1.25e-5, where it forecasts 8e-9: the cube is drawn.
     assert _boxed(2e-8).next_radius() == pytest.approx(1.25e-5)
-    # A wider bracket leaves radii to split: the cube is drawn whatever its
-    # forecast.
-    search = _boxed(2e-7)
-    search.history[1] = Attempt(8e-5, np.array([1e6]), 0.3, False, dof=5)
-    search.history[0] = Attempt(3e-4, np.array([1e7]), 0.9, False, dof=5)
-    assert search.next_radius() == pytest.approx(2e-5)
+    # Below a kink at 8e-5 the search splits the bracket from 2e-5 on and
+    # reaches at most 4e-5: 2e-7 at 5e-6 forecasts 2.5e-8 there, out of
+    # reach; 1.3e-7 forecasts 1.6e-8, which about 290 points bring below
+    # rtol: the cube at 2e-5 is drawn.
+    assert _boxed(2e-7, kink=8e-5).next_radius() is None
+    assert _boxed(1.3e-7, kink=8e-5).next_radius() == pytest.approx(2e-5)
     # Coarse rows keep their own rules (a new cube inside the margin).
     assert _boxed(4.15e-8, coarse=True).next_radius() is not None
 
