@@ -197,7 +197,14 @@ def binary_float32_near(log2_p=-10.0, n_rows=160, d=128, seed=2):
     data.
     """
     mlp, X = classification_mlp(
-        900, d, 64, seed, n_fit=800, n_informative=min(32, d // 2), n_redundant=0
+        900,
+        d,
+        64,
+        seed,
+        n_fit=800,
+        n_informative=min(32, d // 2),
+        n_redundant=0,
+        class_sep=2.0,
     )
     p = 2.0**log2_p
     # The logit is piecewise affine: damped Newton steps take a row to p1 =
