@@ -17,6 +17,7 @@ import numpy as np
 
 from sklearn_plm_explain._certify import (
     BOUND_Z,
+    HEAVY_NOISE,
     column_units,
     fit_local_models,
     noise_inflation,
@@ -92,6 +93,7 @@ class _Fits:
     stat: np.ndarray
     wc: np.ndarray
     rel: np.ndarray
+    steady: np.ndarray
 
 
 class _Best(NamedTuple):
@@ -210,7 +212,19 @@ class CubeJudge:
             stat=stat,
             wc=wc,
             rel=np.where(cubes.bad, np.inf, rel),
+            steady=self._steady(cubes, tau),
         )
+
+    def _steady(self, cubes, tau):
+        """Cubes whose noise scale is float64's relative floor alike at
+        every point: the row's noise at float precision (no probability on
+        the grid of ``1 - p``) and no point much noisier than another. Only
+        there does a bound set by the floor fall like 1 / radius; where
+        small probabilities carry an absolute error it falls faster as the
+        cube reaches larger ones."""
+        rows = cubes.rows
+        even = tau.max(axis=1) <= HEAVY_NOISE * tau.min(axis=1)
+        return cubes.model.float64 & self.state.sharp[rows] & even
 
     def _bound_parts(self, cubes, tau, se_x, sigma):
         """Absolute L1 bounds (n, K) on the slopes: statistical, worst case.
@@ -275,6 +289,7 @@ class CubeJudge:
                 rel_error=fits.rel[j],
                 bad=bool(cubes.bad[j]),
                 estimate_limited=bool(fits.by_estimate[j]),
+                steady=bool(fits.steady[j]),
                 dof=int(fits.dof[j]),
             )
         )

@@ -56,6 +56,9 @@ class Attempt:
     bad: bool  # some response in the cube was unusable (e.g. p == 0)
     estimate_limited: bool = False  # the noise estimate, not the floor, set it
     dof: int = 0  # spare degrees of freedom of the residuals
+    # The noise scale is float64's relative floor alike at every point (see
+    # CubeJudge._steady): a bound the floor set then falls like 1 / radius.
+    steady: bool = False
 
     def __post_init__(self):
         # The residual test reads this once per attempt of the row's history
@@ -240,20 +243,31 @@ class RadiusSearch:
         the bracket while it spans ``MIN_BRACKET``: the largest radius it can
         reach is ``want`` when the bracket above it is too narrow to split,
         else at most ``r_hi / 2``. The bound of the consistent float64 cube
-        at ``r_lo``, set by the noise floor, falls like 1 / radius (within
-        1 % on the rows measured): when its forecast at that radius is above
-        what even ``n_more`` witnesses bring below rtol, with a margin, no
-        cube can certify the row, and it ends now as it would after them.
+        at ``r_lo``, set by the noise floor alike at every point (``steady``),
+        falls like 1 / radius (within 1 % on the rows measured): when its
+        forecast at that radius is above what even ``n_more`` witnesses bring
+        below rtol, with a margin, no cube can certify the row, and it ends
+        now as it would after them. Only below a kink that no noise the
+        search may still learn can explain (whose residuals stay above the
+        test at the largest level it may learn): a kink read later as noise
+        would open larger radii.
         """
         if self.coarse or r_hi is None:
             return False
         lo = self._floor_limited_at(r_lo)
-        if lo is None:
+        if lo is None or not lo.steady or not self._lasting_kink(r_hi):
             return False
         reach = want if r_hi / want < MIN_BRACKET else max(want, r_hi / 2.0)
         rel = lo.rel_error * r_lo / reach
         m = self._points_for_rtol(self.n_features + lo.dof, rel)
         return m > REACH_MARGIN * (self.n_features + self.n_more)
+
+    def _lasting_kink(self, radius):
+        """The attempts at ``radius`` failed the residual test beyond any
+        noise level the search may learn (or had an unusable response)."""
+        level = EXCESS_FACTOR * max(1.0, self.noise_cap)
+        at = [a for a in self.history if a.radius == radius]
+        return bool(at) and all(a.bad or a.sigma_max > level for a in at)
 
     def safe_radius(self):
         """Largest radius a coarse row may be certified at (see COARSE_MARGIN)."""

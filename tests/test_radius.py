@@ -291,14 +291,19 @@ def test_a_cube_with_residuals_above_the_noise_is_not_consistent():
     assert search.last_consistent()
 
 
-def _boxed(rel_error, kink=2e-5, coarse=False):
+def _boxed(rel_error, kink=2e-5, coarse=False, steady=True, kink_residual=1e6):
     """A search boxed in below a kink at ``kink``, whose cube at 5e-6 is
-    consistent with a bound set by the float64 noise floor."""
+    consistent with a bound set by the float64 noise floor (alike at every
+    point when ``steady``), the kink's residuals ``kink_residual`` times the
+    noise model's."""
     search = _wide_search(8e-5)
+    search.noise_cap = 64.0  # the search's own (NOISE_CAP)
     search.coarse = coarse
     search.record(Attempt(4 * kink, np.array([1e7]), 0.9, False, dof=5))
-    search.record(Attempt(kink, np.array([1e6]), 0.3, False, dof=5))
-    search.record(Attempt(5e-6, np.array([0.1]), rel_error, False, dof=5))
+    search.record(Attempt(kink, np.array([kink_residual]), 0.3, False, dof=5))
+    search.record(
+        Attempt(5e-6, np.array([0.1]), rel_error, False, dof=5, steady=steady)
+    )
     return search
 
 
@@ -318,6 +323,43 @@ def test_a_row_stops_when_no_cube_it_may_still_draw_can_certify():
     assert _boxed(1.3e-7, kink=8e-5).next_radius() == pytest.approx(2e-5)
     # Coarse rows keep their own rules (a new cube inside the margin).
     assert _boxed(4.15e-8, coarse=True).next_radius() is not None
+
+
+def test_the_forecast_is_trusted_only_where_it_holds():
+    # A cube whose noise scale is not float64's floor alike at every point
+    # (a small probability on the grid of 1 - p, whose absolute error falls
+    # faster than 1 / radius as larger cubes reach larger ones): the cube is
+    # drawn. A binary network's row at p = 1.5e-9 on that grid was stopped
+    # so, where its cube at 0.127 certified it with a bound 15 times below
+    # the forecast.
+    assert _boxed(4.15e-8, steady=False).next_radius() == pytest.approx(1e-5)
+    # A kink whose residuals the search could still learn as noise (up to
+    # 64 times the model's level, then tested at 8 times that): once
+    # learned, larger radii open, so the cube is drawn.
+    assert _boxed(4.15e-8, kink_residual=100.0).next_radius() == pytest.approx(1e-5)
+    assert _boxed(4.15e-8, kink_residual=600.0).next_radius() is None
+
+
+def test_a_row_on_the_one_minus_p_grid_is_not_stopped_by_the_forecast():
+    # A binary network's row whose small probability, 1.5e-9, lies on the
+    # grid of 1 - p: its first cube's bound is set by that absolute error,
+    # which larger cubes leave behind as they reach larger probabilities.
+    # The search must still find the cube that certifies it.
+    rng = np.random.default_rng(36)
+    d, H = int(rng.integers(3, 12)), int(rng.integers(4, 24))
+    X = rng.standard_normal((300, d))
+    y = (X @ rng.standard_normal(d) > 0).astype(int)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        mlp = MLPClassifier((H,), max_iter=200, random_state=36).fit(X, y)
+    gain = float(np.exp(rng.uniform(0, 3)))
+    mlp.coefs_[-1] = mlp.coefs_[-1] * gain
+    mlp.intercepts_[-1] = mlp.intercepts_[-1] * gain
+    row = (rng.standard_normal((80, d)) * rng.uniform(0.5, 2))[31:32]
+    assert mlp.predict_proba(row)[0, 0] < 2e-9
+    e, err = _explain_one(mlp, X, row[0], 36)
+    assert e.status[0] == "exact", e.status[0]
+    assert err <= e.error_bound[0]
 
 
 def test_first_attempts_are_judged_together_as_one_by_one():
