@@ -18,6 +18,7 @@ import numpy as np
 from sklearn_plm_explain._certify import (
     BOUND_Z,
     HEAVY_NOISE,
+    binary_grid_error,
     column_units,
     fit_local_models,
     noise_inflation,
@@ -224,6 +225,10 @@ class CubeJudge:
         cube reaches larger ones."""
         rows = cubes.rows
         even = tau.max(axis=1) <= HEAVY_NOISE * tau.min(axis=1)
+        if cubes.P is not None:
+            # A binary row's grid error is the largest over the cube's
+            # points: it changes with the cube, not like 1 / radius.
+            even &= binary_grid_error(cubes.P) == 0
         return cubes.model.float64 & self.state.sharp[rows] & even
 
     def _bound_parts(self, cubes, tau, se_x, sigma):

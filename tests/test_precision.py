@@ -386,6 +386,31 @@ def test_binary_probabilities_written_with_sixteen_digits_keep_their_grid():
     _check_honest(e, _errors(e, mlp, rows))
 
 
+def test_a_one_minus_p_above_the_small_cutoff_keeps_its_absolute_error():
+    # A binary network's row at p0 = 0.0033 (above 2^-10, where the grid of
+    # 1 - p still marks p0 as one minus p1): its absolute error, 0.5 eps /
+    # p0 in log space, is three times float64's relative floor there. Left
+    # out of the noise model, the row was "exact" with an error 1.4 times
+    # its bound.
+    rng = np.random.default_rng(23)
+    d, H = int(rng.integers(3, 12)), int(rng.integers(4, 24))
+    X = rng.standard_normal((300, d))
+    y = (X @ rng.standard_normal(d) > 0).astype(int)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        mlp = MLPClassifier((H,), max_iter=200, random_state=23).fit(X, y)
+    gain = float(np.exp(rng.uniform(0, 3)))
+    mlp.coefs_[-1] = mlp.coefs_[-1] * gain
+    mlp.intercepts_[-1] = mlp.intercepts_[-1] * gain
+    rows = rng.standard_normal((80, d)) * rng.uniform(0.5, 2)
+    row = rows[67:68]
+    p0 = mlp.predict_proba(row)[0, 0]
+    assert 2.0**-10 < p0 < 2.0**-8 and (p0 * 2.0**53) % 1 == 0
+    e = _explain(mlp.predict_proba, X, row, random_state=23)
+    assert e.status[0] == "exact"
+    _check_honest(e, _errors(e, mlp, row))
+
+
 def test_half_precision_probabilities_are_refused_saying_why():
     # float16 (or bfloat16: float32 with 8 significant bits) probabilities
     # miss a sum of 1 by up to 1e-3, beyond float32's tolerance: refused,
