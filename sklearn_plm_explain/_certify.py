@@ -788,9 +788,10 @@ def _fit_orthogonal(A, Y, tau, eps, peak, s, skip=None):
 
     The responses are fitted relative to the origin's, so that the intercept
     does not carry their absolute level into the solve's error. Each row's
-    results are its own, whatever the other rows of the batch; the standard
-    errors of rows ``skip`` (n,), whose results the caller replaces, are
-    not taken exactly.
+    results are its own, whatever the other rows of the batch (to within
+    the rounding of products laid out differently); the standard errors of
+    rows ``skip`` (n,), whose results the caller replaces, are not taken
+    exactly.
     """
     n, m, p = A.shape
     D = np.full((p, 1), m - 1.0)
