@@ -28,6 +28,7 @@ __all__ = [
     "sigmoid_float32",
     "binary_float32_near",
     "classification_mlp",
+    "random_binary_mlp",
     "thin_region_mlp",
     "weak_boundary_mlp",
     "mlp_logits",
@@ -184,6 +185,28 @@ def classification_mlp(n, d, hidden, seed, n_fit, **data):
         mlp = MLPClassifier((hidden,), max_iter=60, random_state=seed)
         mlp.fit(X[:n_fit], y[:n_fit])
     return mlp, X
+
+
+def random_binary_mlp(seed):
+    """A small binary ReLU network and rows to explain, drawn from ``seed``.
+
+    3 to 11 features, one hidden layer of 4 to 23 units fitted to a random
+    linear rule, its output layer scaled by a gain of 1 to e^3 (so that many
+    rows sit near saturation, where the smaller probability is a ``1 - p`` of
+    every size), and 80 rows of random scale. Returns ``(mlp, X, rows)``.
+    """
+    rng = np.random.default_rng(seed)
+    d, hidden = int(rng.integers(3, 12)), int(rng.integers(4, 24))
+    X = rng.standard_normal((300, d))
+    y = (X @ rng.standard_normal(d) > 0).astype(int)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        mlp = MLPClassifier((hidden,), max_iter=200, random_state=seed).fit(X, y)
+    gain = float(np.exp(rng.uniform(0, 3)))
+    mlp.coefs_[-1] = mlp.coefs_[-1] * gain
+    mlp.intercepts_[-1] = mlp.intercepts_[-1] * gain
+    rows = rng.standard_normal((80, d)) * rng.uniform(0.5, 2)
+    return mlp, X, rows
 
 
 def binary_float32_near(log2_p=-10.0, n_rows=160, d=128, seed=2):

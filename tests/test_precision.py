@@ -46,6 +46,7 @@ from sklearn_plm_explain._served import (
     jittered,
     mlp_logits,
     onnx_float32,
+    random_binary_mlp,
     rounded,
     sigmoid_float32,
     thin_region_mlp,
@@ -152,16 +153,22 @@ def test_precision_is_read_from_the_values(make, bits, quantum):
     assert m.float64[0] == (bits == 53 and quantum == 0.0)
 
 
+def _mixed_evidence(rng, n, wide):
+    """Evidence of ``n`` rows with every mix of decimal and float32-decimal
+    quanta still possible, a share ``wide`` of them needing float64."""
+    ev = PrecisionEvidence(n)
+    ev.decimal[:] = rng.random(ev.decimal.shape) < 0.08
+    ev.decimal32[:] = rng.random(ev.decimal32.shape) < 0.15
+    ev.wide[:] = rng.random(n) < wide
+    return ev
+
+
 def test_quanta_of_many_rows_are_each_rows_own():
     # The batched quanta equal those read row by row, for every mix of
     # decimal and float32-decimal evidence, wide or narrow rows.
     rng = np.random.default_rng(7)
-    n = 400
-    ev = PrecisionEvidence(n)
-    ev.decimal[:] = rng.random(ev.decimal.shape) < 0.08
-    ev.decimal32[:] = rng.random(ev.decimal32.shape) < 0.15
-    ev.wide[:] = rng.random(n) < 0.5
-    rows = rng.permutation(n)[:300]
+    ev = _mixed_evidence(rng, 400, wide=0.5)
+    rows = rng.permutation(400)[:300]
     q, f32 = ev.quantum(rows)
     one_by_one = [ev._decimal_quantum(i) for i in rows]
     assert 0 < (q > 0).sum() < rows.size and 0 < f32.sum()
@@ -175,10 +182,7 @@ def test_signatures_change_with_the_noise_model_and_only_with_it():
     # (bits, quantum, determinism, reading call by call, the unmarked grid).
     rng = np.random.default_rng(8)
     n = 300
-    ev = PrecisionEvidence(n)
-    ev.decimal[:] = rng.random(ev.decimal.shape) < 0.08
-    ev.decimal32[:] = rng.random(ev.decimal32.shape) < 0.15
-    ev.wide[:] = rng.random(n) < 0.6
+    ev = _mixed_evidence(rng, n, wide=0.6)
     ev.digits[:] = rng.integers(9, 18, n)
     ev.max_bits[:] = rng.integers(0, 30, n)
     ev.deterministic[:] = rng.random(n) < 0.8
@@ -392,17 +396,7 @@ def test_a_one_minus_p_above_the_small_cutoff_keeps_its_absolute_error():
     # p0 in log space, is three times float64's relative floor there. Left
     # out of the noise model, the row was "exact" with an error 1.4 times
     # its bound.
-    rng = np.random.default_rng(23)
-    d, H = int(rng.integers(3, 12)), int(rng.integers(4, 24))
-    X = rng.standard_normal((300, d))
-    y = (X @ rng.standard_normal(d) > 0).astype(int)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", ConvergenceWarning)
-        mlp = MLPClassifier((H,), max_iter=200, random_state=23).fit(X, y)
-    gain = float(np.exp(rng.uniform(0, 3)))
-    mlp.coefs_[-1] = mlp.coefs_[-1] * gain
-    mlp.intercepts_[-1] = mlp.intercepts_[-1] * gain
-    rows = rng.standard_normal((80, d)) * rng.uniform(0.5, 2)
+    mlp, X, rows = random_binary_mlp(23)
     row = rows[67:68]
     p0 = mlp.predict_proba(row)[0, 0]
     assert 2.0**-10 < p0 < 2.0**-8 and (p0 * 2.0**53) % 1 == 0

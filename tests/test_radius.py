@@ -12,6 +12,7 @@ from sklearn.neural_network import MLPClassifier
 
 from sklearn_plm_explain import OpenAPIExplainer, decision_features, local_linear_model
 from sklearn_plm_explain._radius import Attempt, RadiusSearch
+from sklearn_plm_explain._served import random_binary_mlp
 
 RTOL = 1e-8
 
@@ -345,17 +346,8 @@ def test_a_row_on_the_one_minus_p_grid_is_not_stopped_by_the_forecast():
     # grid of 1 - p: its first cube's bound is set by that absolute error,
     # which larger cubes leave behind as they reach larger probabilities.
     # The search must still find the cube that certifies it.
-    rng = np.random.default_rng(36)
-    d, H = int(rng.integers(3, 12)), int(rng.integers(4, 24))
-    X = rng.standard_normal((300, d))
-    y = (X @ rng.standard_normal(d) > 0).astype(int)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", ConvergenceWarning)
-        mlp = MLPClassifier((H,), max_iter=200, random_state=36).fit(X, y)
-    gain = float(np.exp(rng.uniform(0, 3)))
-    mlp.coefs_[-1] = mlp.coefs_[-1] * gain
-    mlp.intercepts_[-1] = mlp.intercepts_[-1] * gain
-    row = (rng.standard_normal((80, d)) * rng.uniform(0.5, 2))[31:32]
+    mlp, X, rows = random_binary_mlp(36)
+    row = rows[31:32]
     assert mlp.predict_proba(row)[0, 0] < 2e-9
     e, err = _explain_one(mlp, X, row[0], 36)
     assert e.status[0] == "exact", e.status[0]
