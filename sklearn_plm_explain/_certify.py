@@ -915,7 +915,7 @@ def _fit_corrected(A, Y, tau, eps, n_orth, heavy, s):
     e = q / (1.0 - q)
     floor = _NEGLIGIBLE_SOLVE * tau.min(axis=1)
     inv_tau2 = 1.0 / tau[:, :, None] ** 2
-    squares = np.empty((n, K))
+    squares = np.zeros((n, K))  # rows not fitted keep 0 (replaced by the caller)
     err = np.zeros(n)
     active = fitted.copy()
     for _ in range(_MAX_REFINE):
