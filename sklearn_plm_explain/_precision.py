@@ -377,15 +377,9 @@ class PrecisionEvidence:
                 self.update(i, R)
 
     def _settled(self, rows):
-        """Rows for which :meth:`update` learns nothing (vectorised
-        :meth:`_plain_float64` of an informative row)."""
-        return (
-            self.informative[rows]
-            & self.wide[rows]
-            & (self.digits[rows] > MAX_SHORT_DIGITS)
-            & ~self.decimal[rows].any(axis=1)
-            & ~self.unmarked[rows]
-        )
+        """Rows for which :meth:`update` learns nothing: informative rows of
+        plain float64 (see :meth:`_plain_float64_rows`)."""
+        return self.informative[rows] & self._plain_float64_rows(rows)
 
     def _check_unmarked(self, i, R):
         """Rule out row ``i``'s 16 digits if one of its values ``R`` needs 17."""
@@ -395,11 +389,15 @@ class PrecisionEvidence:
     def _plain_float64(self, i):
         """Row ``i`` needs float64, with no quantum and not a decimal of a
         few significant digits: no evidence can change its model."""
+        return bool(self._plain_float64_rows(np.array([i]))[0])
+
+    def _plain_float64_rows(self, rows):
+        """:meth:`_plain_float64` of each of ``rows`` (n,)."""
         return (
-            self.wide[i]
-            and self.digits[i] > MAX_SHORT_DIGITS
-            and not self.decimal[i].any()
-            and not self.unmarked[i]
+            self.wide[rows]
+            & (self.digits[rows] > MAX_SHORT_DIGITS)
+            & ~self.decimal[rows].any(axis=1)
+            & ~self.unmarked[rows]
         )
 
     def add_repeats_of(self, rows, parts, L_of, floors):
