@@ -11,6 +11,7 @@ import threading
 from numbers import Integral
 
 import numpy as np
+from sklearn import get_config
 
 from sklearn_plm_explain._blackbox import ModelResponseError, base_seed
 from sklearn_plm_explain._explanation import Explanation
@@ -100,29 +101,99 @@ def explain_in_chunks(explainer, checkpoint, run, n, *, rows, target, not_run):
     """
     if checkpoint is None:
         return run(0, n, base_seed(explainer.random_state))
+    parts = []
+    chunks = iter_chunks(
+        explainer, checkpoint, run, n, rows=rows, target=target, not_run=not_run
+    )
+    try:
+        for part in chunks:
+            parts.append(part)
+    except ModelResponseError as err:
+        # The failing chunk's rows are in err.partial; add the others.
+        stop = sum(map(len, parts)) + len(err.partial)
+        err.partial = _join([*parts, err.partial, not_run(stop, n)], not_run)
+        raise
+    return _join(parts, not_run)
+
+
+def iter_chunks(
+    explainer, checkpoint, run, n, *, chunk_size=None, rows, target, not_run
+):
+    """Explain ``n`` rows a chunk at a time, yielding each chunk's Explanation.
+
+    ``run``, ``not_run``, ``rows`` and ``target`` as in
+    :func:`explain_in_chunks`. The chunks follow ``checkpoint``'s chunk size
+    when one is given (finished chunks are read from it, new ones written
+    to it), else ``chunk_size`` rows each, with the explainer's seed: each
+    row gets the random draws it gets in one call, so a chunk's rows differ
+    from those of one call over all rows at most by the rounding of the
+    model's responses in batches of another size. On a
+    :class:`ModelResponseError` the error's ``partial`` holds the failing
+    chunk's rows (those not finished marked not run); the chunks before it
+    have been yielded.
+    """
+    if checkpoint is None:
+        seed = base_seed(explainer.random_state)
+        for start in range(0, n, chunk_size):
+            stop = min(start + chunk_size, n)
+            yield _chunk(run, start, stop, seed, not_run)
+        return
     if not isinstance(checkpoint, Checkpoint):
         checkpoint = Checkpoint(checkpoint)
     fingerprint = _fingerprint(explainer, rows, target)
     store = _Store.open(checkpoint, fingerprint, n, explainer)
-    parts = []
     for start in range(0, n, store.chunk_size):
         stop = min(start + store.chunk_size, n)
         part = store.load(start, stop)
         reused = part is not None
         if part is None:
-            try:
-                part = run(start, stop, store.seed)
-            except ModelResponseError as err:
-                partial = err.partial
-                if not isinstance(partial, Explanation):
-                    partial = not_run(start, stop)
-                err.partial = _join([*parts, partial, not_run(stop, n)], not_run)
-                raise
+            part = _chunk(run, start, stop, store.seed, not_run)
             store.save(start, stop, part)
-        parts.append(part)
         if checkpoint.progress is not None:
             checkpoint.progress(stop, n, reused)
-    return _join(parts, not_run)
+        # Rows read back from the checkpoint get the explainer's batch fields.
+        if reused:
+            part = _join([part], not_run)
+        yield part
+        # Hold no finished rows while the next chunk is explained.
+        del part
+
+
+def _chunk(run, start, stop, seed, not_run):
+    """``run(start, stop, seed)``; on a model failure the error's ``partial``
+    holds all rows ``start:stop``, those not finished marked not run."""
+    try:
+        return run(start, stop, seed)
+    except ModelResponseError as err:
+        # run leaves every row of the range in it, or nothing.
+        if not isinstance(err.partial, Explanation):
+            err.partial = not_run(start, stop)
+        raise
+
+
+def check_chunking(chunk_size, checkpoint, row_bytes):
+    """Rows per chunk of ``explain_chunked``: ``chunk_size``, or as many as
+    keep a chunk's results (``row_bytes`` a row) within scikit-learn's
+    ``working_memory`` when it is None; a checkpoint's own when one is
+    given (``chunk_size`` must then be None)."""
+    if chunk_size is None:
+        budget = get_config()["working_memory"] * 2**20
+        return int(max(1, budget // max(row_bytes, 1)))
+    if (
+        isinstance(chunk_size, bool)
+        or not isinstance(chunk_size, Integral)
+        or chunk_size < 1
+    ):
+        raise ValueError(
+            f"chunk_size must be a positive int or None; got {chunk_size!r}."
+        )
+    if checkpoint is not None:
+        raise ValueError(
+            "chunk_size and checkpoint were both given: a checkpoint keeps the "
+            "chunk size it was started with; set it with Checkpoint(path, "
+            "chunk_size=...)."
+        )
+    return int(chunk_size)
 
 
 def _join(parts, not_run):

@@ -335,7 +335,8 @@ def _explain_in_chunks(explainer, X, target, chunk_size, sink, checkpoint=None):
     as the rows finish: memory does not grow with the number of rows, and
     the rows finished before a failure are in the file). With
     ``checkpoint`` (a directory) every finished chunk is kept there, and a
-    later run of the same command resumes from it.
+    later run of the same command resumes from it. The rows are those of
+    one ``explain_chunked`` call, whatever the chunk size.
     """
     n = X.shape[0]
 
@@ -343,37 +344,34 @@ def _explain_in_chunks(explainer, X, target, chunk_size, sink, checkpoint=None):
         note = " (from the checkpoint)" if reused else ""
         print(f"explained {done}/{total} rows{note}", file=sys.stderr, flush=True)
 
+    store = None
+    if checkpoint is not None:
+        store = Checkpoint(checkpoint, chunk_size=chunk_size, progress=progress)
+        chunk_size = None
     with warnings.catch_warnings():
         # The statuses are in the output; one summary line replaces the
-        # per-chunk warnings.
+        # warnings.
         warnings.simplefilter("ignore", ConvergenceWarning)
-        if checkpoint is not None:
-            store = Checkpoint(checkpoint, chunk_size=chunk_size, progress=progress)
-            try:
-                sink.write(explainer.explain(X, target=target, checkpoint=store))
-            except ModelResponseError as err:
+        chunks = explainer.explain_chunked(
+            X, target=target, chunk_size=chunk_size, checkpoint=store
+        )
+        try:
+            for part in chunks:
+                sink.write(part)
+                if store is None:
+                    progress(sink.rows, n, False)
+        except Exception as err:
+            if store is not None and isinstance(err, ModelResponseError):
                 raise _CLIError(
                     f"{err} The rows finished so far are kept in {checkpoint}: run "
                     "the same command again to resume."
                 ) from None
-        else:
-            for start in range(0, n, chunk_size):
-                stop = min(start + chunk_size, n)
-                try:
-                    part = explainer.explain(X[start:stop], target=target)
-                except Exception as err:
-                    if not sink.rows or sink.json:
-                        raise
-                    raise _CLIError(
-                        f"{_one_line(err)} The {sink.rows} rows finished before "
-                        f"this chunk are in {sink.name}."
-                    ) from None
-                if "reused_from" in part.fields:
-                    # Row references are local to a chunk: make them global.
-                    reused = part.reused_from
-                    reused[reused >= 0] += start
-                sink.write(part)
-                progress(stop, n, False)
+            if not sink.rows or sink.json:
+                raise
+            raise _CLIError(
+                f"{_one_line(err)} The {sink.rows} rows finished before "
+                f"this chunk are in {sink.name}."
+            ) from None
     summary = ", ".join(f"{k} {v}" for k, v in sorted(sink.counts.items()))
     print(f"statuses: {summary}", file=sys.stderr)
 

@@ -97,6 +97,15 @@ class Presentation:
         self.perm = space.perm
         self.n_cont = space.n_cont
 
+    def longest_label(self, X_orig):
+        """Characters of the longest label a row of ``X_orig`` can get."""
+        lengths = [len(n) for n in self.names]
+        lengths += [len(label) for labels in self.bins if labels for label in labels]
+        for j in np.flatnonzero(self.is_cat):
+            values = set(X_orig[:, j].tolist())
+            lengths += [len(category_label(self.names[j], v)) for v in values]
+        return max(lengths, default=0)
+
     def selected_names(self, selected, x_flat, X_orig):
         """Labels of the selected features of each row (``""`` pads)."""
         out = np.full(selected.shape, "", dtype=object)

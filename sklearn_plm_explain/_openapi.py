@@ -24,7 +24,11 @@ from sklearn_plm_explain._blackbox import (
     resolve_estimator,
     resolve_response_method,
 )
-from sklearn_plm_explain._checkpoint import explain_in_chunks
+from sklearn_plm_explain._checkpoint import (
+    check_chunking,
+    explain_in_chunks,
+    iter_chunks,
+)
 from sklearn_plm_explain._design import (
     EXACT_MIN_ENTRIES,
     basis_bounds,
@@ -557,24 +561,128 @@ class OpenAPIExplainer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         _warn_failures(explanation.status)
         return explanation
 
+    def explain_chunked(
+        self, X, target=None, return_queries=False, *, chunk_size=None, checkpoint=None
+    ):
+        """Explain the rows a chunk at a time, yielding each chunk's Explanation.
+
+        For more rows than their results fit in memory: each chunk's
+        :class:`Explanation` can be written out or reduced before the next
+        is explained, so memory does not grow with the number of rows. The
+        rows get the random draws they get in :meth:`explain`; their
+        statuses, queries and bounds are those of one call, their values
+        the same up to the rounding of the model's responses in batches of
+        another size.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Rows to explain.
+        target : label or array-like of shape (n_samples,), default=None
+            As in :meth:`explain`.
+        return_queries : bool, default=False
+            As in :meth:`explain`.
+        chunk_size : int, default=None
+            Rows per chunk. ``None`` takes as many rows as keep a chunk's
+            results within scikit-learn's ``working_memory``
+            (:func:`sklearn.set_config`; 1024 MiB by default). With a
+            ``checkpoint``, set the chunk size in :class:`Checkpoint` instead.
+        checkpoint : str, path-like or Checkpoint, default=None
+            Keep each finished chunk there, as in :meth:`explain`; chunks
+            already there are read back instead of queried.
+
+        Yields
+        ------
+        explanation : Explanation
+            The rows of the next chunk, in order; ``reused_from`` refers to
+            rows of the whole ``X``.
+
+        Raises
+        ------
+        ValueError
+            For invalid rows, targets or chunk size, when called (before any
+            query is sent and before the first chunk is asked for).
+        ModelResponseError
+            If the model returns invalid responses; names the rows, and its
+            ``partial`` holds the failing chunk's rows (the chunks before it
+            have been yielded).
+
+        Examples
+        --------
+        >>> from sklearn.datasets import load_iris
+        >>> from sklearn.linear_model import LogisticRegression
+        >>> from sklearn_plm_explain import OpenAPIExplainer
+        >>> X, y = load_iris(return_X_y=True)
+        >>> model = LogisticRegression(max_iter=1000).fit(X, y)
+        >>> explainer = OpenAPIExplainer(model, random_state=0).fit(X)
+        >>> [len(e) for e in explainer.explain_chunked(X, chunk_size=60)]
+        [60, 60, 30]
+        """
+        check_is_fitted(self)
+        X, frame = self._numeric_part(X, reset=False)
+        target_idx = self._target_indices(target, X.shape[0])
+        # A row's results are arrays of fixed width; with its queries, at
+        # most the points of a cube besides.
+        row = self._assemble(self._blank(0, 1), X[:1])
+        row_bytes = sum(getattr(row, f).nbytes for f in row.fields)
+        if return_queries:
+            row_bytes += 8 * (X.shape[1] + 1 + self.n_witnesses) * X.shape[1]
+        size = check_chunking(chunk_size, checkpoint, row_bytes)
+        return self._chunks(X, frame, target_idx, return_queries, size, checkpoint)
+
+    def _chunks(self, X, frame, target_idx, return_queries, size, checkpoint):
+        n, done = X.shape[0], 0
+        statuses = []
+        with _progress.progress_bar(n, self.verbose, "OpenAPIExplainer") as bar:
+
+            def run(start, stop, seed):
+                return self._explain_range(
+                    X, frame, target_idx, seed, start, stop, return_queries, bar
+                )
+
+            chunks = iter_chunks(
+                self,
+                checkpoint,
+                run,
+                n,
+                chunk_size=size,
+                rows=(X, frame),
+                target=(target_idx, np.array([bool(return_queries)])),
+                not_run=lambda a, b: self._assemble(self._blank(a, b), X[a:b]),
+            )
+            for part in chunks:
+                done += len(part)
+                # Rows read from a checkpoint were not explained again.
+                bar.update(done - bar.n)
+                # One warning for all chunks, at the end; the statuses are
+                # kept (one small string per row) for it.
+                statuses.append(part.status)
+                yield part
+                # Hold no finished rows while the next chunk is explained.
+                del part
+        _warn_failures(np.concatenate(statuses) if statuses else np.array([]))
+
     def _explain_range(
-        self, X, frame, target_idx, seed, start, stop, return_queries=False
+        self, X, frame, target_idx, seed, start, stop, return_queries=False, bar=None
     ):
         """The Explanation of rows ``start:stop`` of the validated batch.
 
         The rows go to the jobs in slices of whole groups (see ``batch_size``
         and :func:`~sklearn_plm_explain._search.task_slices`), each slice
-        counted on the progress bar as it returns.
+        counted on the progress bar as it returns (``bar``, or a bar of
+        these rows).
         """
+        if bar is None:
+            desc = "OpenAPIExplainer"
+            with _progress.progress_bar(stop - start, self.verbose, desc) as bar:
+                return self._explain_range(
+                    X, frame, target_idx, seed, start, stop, return_queries, bar
+                )
         config = self._search_config(return_queries)
         group = self._rows_per_group(X.shape[1])
         table = self._blank(start, stop, config.return_queries)
         args = (X, target_idx, seed, frame, config)
-        desc = "OpenAPIExplainer"
-        with (
-            _progress.progress_bar(stop - start, self.verbose, desc) as bar,
-            workspace_scope(),
-        ):
+        with workspace_scope():
             try:
                 fill_in_groups(table, self._explain_rows, args, self.n_jobs, group, bar)
             except ModelResponseError as err:

@@ -505,9 +505,9 @@ n_outputs_, n_features_in_, feature_names_in_
     def _selected_width(self):
         return min(self.num_features, self.space_.d)
 
-    def _warn_statuses(self, explanation):
-        super()._warn_statuses(explanation)
-        hit = explanation.status == "n_max_reached"
+    def _warn_statuses(self, status, effective_samples):
+        super()._warn_statuses(status, effective_samples)
+        hit = status == "n_max_reached"
         if hit.any():
             warnings.warn(
                 f"{int(hit.sum())} of {hit.size} rows reached n_max={self.n_max} "

@@ -1,12 +1,23 @@
-"""Progress bars of long explanations, and the memory-bounded row groups."""
+"""Progress bars of long explanations, the memory-bounded row groups, and
+explanations a chunk of rows at a time."""
+
+import gc
+import weakref
 
 import numpy as np
 import pytest
 from sklearn import config_context
 from sklearn.datasets import load_iris
+from sklearn.exceptions import ConvergenceWarning
 from sklearn.linear_model import LogisticRegression
 
-from sklearn_plm_explain import OpenAPIExplainer
+from sklearn_plm_explain import (
+    Checkpoint,
+    LimeTabularExplainer,
+    ModelResponseError,
+    OpenAPIExplainer,
+    StableLIMEExplainer,
+)
 
 
 @pytest.fixture(scope="module")
@@ -93,3 +104,165 @@ def test_learned_first_radius_saves_queries_where_regions_are_small():
     assert b.converged.all()
     assert np.median(b.n_queries) <= 1.1 * (X.shape[1] + 2)
     assert b.n_queries.mean() < 0.8 * a.n_queries.mean()
+
+
+# -- explain_chunked: rows a chunk at a time, results not kept -------------------------
+def _explainers(model):
+    return {
+        "openapi": OpenAPIExplainer(model, random_state=0),
+        "lime": LimeTabularExplainer(model, num_samples=300, random_state=0),
+        "slime": StableLIMEExplainer(model, num_samples=200, n_max=400, random_state=0),
+    }
+
+
+def _rows(parts, field):
+    return np.concatenate([getattr(p, field) for p in parts])
+
+
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+@pytest.mark.parametrize("method", ["openapi", "lime", "slime"])
+def test_chunks_are_the_rows_of_one_checkpointed_call(iris_model, tmp_path, method):
+    X, model = iris_model
+    explainer = _explainers(model)[method].fit(X)
+    rows = X[::6]  # 25 rows
+    parts = list(explainer.explain_chunked(rows, chunk_size=7))
+    assert [len(p) for p in parts] == [7, 7, 7, 4]
+    # Every row gets its draws of one call: bitwise those of a call through
+    # a checkpoint of the same chunks, and of one call but for the last bits
+    # that the model's arithmetic moves with the size of its batches.
+    whole = explainer.explain(rows, checkpoint=Checkpoint(tmp_path, chunk_size=7))
+    for field in whole.fields:
+        np.testing.assert_array_equal(_rows(parts, field), getattr(whole, field))
+    one = explainer.explain(rows)
+    np.testing.assert_array_equal(_rows(parts, "status"), one.status)
+    np.testing.assert_allclose(
+        _rows(parts, "values"), one.values, rtol=1e-9, atol=1e-12
+    )
+    # The batch-wide fields are the explainer's, as in one call.
+    assert parts[0].method == one.method
+    np.testing.assert_array_equal(parts[-1].feature_names, one.feature_names)
+
+
+def test_a_chunk_is_released_once_the_caller_drops_it(iris_model):
+    X, model = iris_model
+    held = []
+
+    def watched(Z):
+        # Whether the first chunk's results are still alive at this query.
+        held.append(first_coef is not None and first_coef() is not None)
+        return model.predict_proba(Z)
+
+    first_coef = None
+    explainer = OpenAPIExplainer(watched, random_state=0).fit(X)
+    chunks = explainer.explain_chunked(X[:30], chunk_size=10)
+    first = next(chunks)
+    first_coef = weakref.ref(first.coef)
+    del first
+    gc.collect()
+    held.clear()
+    assert sum(len(p) for p in chunks) == 20
+    # No query of the later chunks ran while the dropped chunk was alive:
+    # memory does not grow with the rows explained.
+    assert held and not any(held)
+
+
+@pytest.mark.parametrize("method", ["openapi", "lime"])
+def test_default_chunks_keep_their_results_within_the_working_memory(
+    iris_model, method
+):
+    X, model = iris_model
+    explainer = _explainers(model)[method].fit(X)
+    budget = 0.01  # MiB
+    with config_context(working_memory=budget):
+        parts = list(explainer.explain_chunked(X[:60]))
+    sizes = [sum(getattr(p, f).nbytes for f in p.fields) for p in parts]
+    # The estimate of a row's results is an upper bound: no chunk is over
+    # the budget, and chunks are not needlessly small.
+    assert max(sizes) <= budget * 2**20
+    assert len(parts) > 1 and len(parts[0]) > 1
+    assert sum(len(p) for p in parts) == 60
+
+
+def test_explain_chunked_checks_its_input_before_any_query(iris_model, tmp_path):
+    X, model = iris_model
+    calls = []
+
+    def counted(Z):
+        calls.append(len(Z))
+        return model.predict_proba(Z)
+
+    explainer = OpenAPIExplainer(counted, random_state=0).fit(X)
+    calls.clear()
+    with pytest.raises(ValueError, match="expecting 4 features"):
+        explainer.explain_chunked(X[:5, :3])
+    for bad in (0, -2, 2.5, True):
+        with pytest.raises(ValueError, match="chunk_size must be a positive int"):
+            explainer.explain_chunked(X[:5], chunk_size=bad)
+    with pytest.raises(ValueError, match="set it with Checkpoint"):
+        explainer.explain_chunked(X[:5], chunk_size=2, checkpoint=tmp_path)
+    assert calls == []
+
+
+def test_a_failing_chunk_keeps_its_rows_and_the_chunks_before_it(iris_model, tmp_path):
+    X, model = iris_model
+    rows = X[:12].copy()
+    rows[9, 0] = 7.5  # the model fails on this row
+    calls = []
+
+    def failing(Z):
+        calls.append(len(Z))
+        P = model.predict_proba(Z)
+        P[Z[:, 0] > 7.4, 0] = np.nan
+        return P
+
+    explainer = OpenAPIExplainer(failing, random_state=0).fit(X[X[:, 0] <= 7.0])
+
+    def run():
+        got = []
+        store = Checkpoint(tmp_path, chunk_size=4)
+        with pytest.raises(ModelResponseError) as info:
+            for part in explainer.explain_chunked(rows, checkpoint=store):
+                got.append(part)
+        return got, info.value
+
+    got, err = run()
+    assert [len(p) for p in got] == [4, 4] and set(_rows(got, "status")) == {"exact"}
+    assert "row(s) 9 " in str(err)
+    # The failing chunk's rows: row 9 (the chunk's second) not run.
+    assert len(err.partial) == 4 and err.partial.status[1] == "not_run"
+    # The chunks before it were kept: a second run reads them back and
+    # queries the model for the failing chunk's rows only.
+    calls.clear()
+    again, _ = run()
+    for field in got[0].fields:
+        np.testing.assert_array_equal(_rows(again, field), _rows(got, field))
+    assert 0 < sum(calls) <= 4 * 20 * (4 + 2)
+
+
+def test_chunks_share_one_bar_and_one_warning(iris_model, record_bars, tmp_path):
+    X, _ = iris_model
+    A = np.random.default_rng(0).normal(size=(4, 3))
+
+    def curved(Z):
+        # Smooth, not piecewise linear: no row can be certified exact.
+        logits = (Z**2) @ A
+        P = np.exp(logits - logits.max(axis=1, keepdims=True))
+        return P / P.sum(axis=1, keepdims=True)
+
+    explainer = OpenAPIExplainer(curved, random_state=0, verbose=1).fit(X)
+    bars = record_bars()
+    store = Checkpoint(tmp_path, chunk_size=4)
+    with pytest.warns(ConvergenceWarning) as caught:
+        parts = list(explainer.explain_chunked(X[:10], checkpoint=store))
+    assert len(caught) == 1
+    flagged = np.flatnonzero(_rows(parts, "status") != "exact")
+    assert flagged.size > 4
+    message = str(caught[0].message)
+    assert f"{flagged.size} of 10 rows" in message
+    assert f"rows {', '.join(map(str, flagged))})" in message
+    (bar,) = bars
+    assert bar.total == 10 and bar.n == 10 and bar.closed
+    # Read back from the checkpoint, the rows are counted once too.
+    with pytest.warns(ConvergenceWarning):
+        list(explainer.explain_chunked(X[:10], checkpoint=tmp_path))
+    assert bars[1].n == 10 and sum(bars[1].updates) == 10

@@ -31,7 +31,11 @@ from sklearn_plm_explain._blackbox import (
     map_row_chunks,
     resolve_estimator,
 )
-from sklearn_plm_explain._checkpoint import explain_in_chunks
+from sklearn_plm_explain._checkpoint import (
+    check_chunking,
+    explain_in_chunks,
+    iter_chunks,
+)
 from sklearn_plm_explain._lime._input import (
     categorical_columns,
     check_fit_input,
@@ -47,6 +51,7 @@ from sklearn_plm_explain._lime._query import (
     query_group,
 )
 from sklearn_plm_explain._lime._results import (
+    STATUSES,
     as_explanation,
     not_run_result,
     partial_rows,
@@ -71,6 +76,7 @@ from sklearn_plm_explain._lime._surrogate import (
     row_weights,
 )
 from sklearn_plm_explain._lime_output import (
+    Presentation,
     effective_samples,
     min_effective_samples,
 )
@@ -262,8 +268,73 @@ class _BaseLime(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         check_is_fitted(self)
         return float(np.mean(self._explain(X, None, None, holdout=True).holdout_score))
 
+    def explain_chunked(
+        self, X, target=None, labels=None, *, chunk_size=None, checkpoint=None
+    ):
+        """Explain the rows a chunk at a time, yielding each chunk's Explanation.
+
+        For more rows than their results fit in memory: each chunk's
+        :class:`Explanation` can be written out or reduced before the next
+        is explained, so memory does not grow with the number of rows. Every
+        row gets the random draws it gets in :meth:`explain`.
+
+        Parameters
+        ----------
+        X : {array-like, DataFrame} of shape (n_samples, n_features)
+            Rows to explain, in the representation used in ``fit``.
+        target : class label, array-like of shape (n_samples,), or None
+            As in :meth:`explain`.
+        labels : array-like of class labels, default=None
+            As in :meth:`explain`.
+        chunk_size : int, default=None
+            Rows per chunk. ``None`` takes as many rows as keep a chunk's
+            results within scikit-learn's ``working_memory``
+            (:func:`sklearn.set_config`; 1024 MiB by default). With a
+            ``checkpoint``, set the chunk size in :class:`Checkpoint` instead.
+        checkpoint : str, path-like or Checkpoint, default=None
+            Keep each finished chunk there, as in :meth:`explain`; chunks
+            already there are read back instead of queried.
+
+        Yields
+        ------
+        explanation : Explanation
+            The rows of the next chunk, in order.
+
+        Raises
+        ------
+        ValueError
+            For invalid rows, targets or chunk size, when called (before any
+            query is sent and before the first chunk is asked for).
+        ModelResponseError
+            If the model returns invalid responses; names the rows, and its
+            ``partial`` holds the failing chunk's rows (the chunks before it
+            have been yielded).
+        """
+        check_is_fitted(self)
+        prepared = self._prepare(X, target, labels)
+        size = check_chunking(chunk_size, checkpoint, self._row_bytes(prepared))
+        return self._chunks(prepared, False, checkpoint, size)
+
+    def _row_bytes(self, prepared):
+        """Bytes of a row's results at most: those of a row not run, with its
+        text fields as wide as the longest status and label can make them."""
+        row = self._not_run_explanation(*prepared["not_run"], 0, 1)
+        labels = Presentation(self.space_, self._feature_names())
+        widths = {
+            "status": max(map(len, STATUSES)),
+            "selected_names": labels.longest_label(prepared["rows_data"][4]),
+        }
+        total = 0
+        for field in row.fields:
+            a = getattr(row, field)
+            # numpy's text arrays take 4 bytes a character of their longest.
+            wide = a.dtype.kind == "U" and field in widths
+            total += a.size * 4 * widths[field] if wide else a.nbytes
+        return total
+
     # -- orchestration ----------------------------------------------------------------
-    def _explain(self, X, target, labels, holdout, checkpoint=None):
+    def _prepare(self, X, target, labels):
+        """The validated rows, their encodings, targets and the chunks' helpers."""
         _, X_num, X_cat = self._validate_X(X)
         n = X_num.shape[0]
         targets = resolve_targets(self.classes_, target, n)
@@ -271,38 +342,80 @@ class _BaseLime(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         x_num, x_code, z0, key = self.space_.encode_rows(X_num, X_cat)
         X_orig = original_rows(self.space_, X_num, X_cat)
         rows_data = (x_num, x_code, z0, key, X_orig)
+        return {
+            "n": n,
+            "rows_data": rows_data,
+            "target_spec": (targets, extra, labels is not None),
+            "identity": {"rows": (X_num, X_cat), "target": (targets, extra)},
+            "not_run": (rows_data, extra, labels is not None),
+        }
+
+    def _runner(self, prepared, holdout, bar):
+        """``run(start, stop, seed)`` and ``not_run(start, stop)`` of the rows."""
+
+        def run(start, stop, seed):
+            return self._explain_range(
+                prepared["rows_data"],
+                prepared["target_spec"],
+                seed,
+                holdout,
+                (start, stop),
+                bar,
+            )
+
+        def not_run(start, stop):
+            return self._not_run_explanation(*prepared["not_run"], start, stop)
+
+        return run, not_run
+
+    def _explain(self, X, target, labels, holdout, checkpoint=None):
+        prepared = self._prepare(X, target, labels)
+        n = prepared["n"]
         desc = "held-out scoring" if holdout else type(self).__name__
         with _progress.progress_bar(n, self.verbose, desc=desc) as bar:
-
-            def run(start, stop, seed):
-                return self._explain_range(
-                    rows_data,
-                    (targets, extra, labels is not None),
-                    seed,
-                    holdout,
-                    (start, stop),
-                    bar,
-                )
-
+            run, not_run = self._runner(prepared, holdout, bar)
             try:
                 explanation = explain_in_chunks(
-                    self,
-                    checkpoint,
-                    run,
-                    n,
-                    rows=(X_num, X_cat),
-                    target=(targets, extra),
-                    not_run=lambda a, b: self._not_run_explanation(
-                        rows_data, extra, labels is not None, a, b
-                    ),
+                    self, checkpoint, run, n, not_run=not_run, **prepared["identity"]
                 )
             finally:
                 release_sobol_tables()
             if bar.n < n:
                 # Rows a checkpoint already held were not explained again.
                 bar.update(n - bar.n)
-        self._warn_statuses(explanation)
+        self._warn_statuses(explanation.status, explanation.effective_samples)
         return explanation
+
+    def _chunks(self, prepared, holdout, checkpoint, size):
+        n, done = prepared["n"], 0
+        status, ess = [], []
+        desc = type(self).__name__
+        with _progress.progress_bar(n, self.verbose, desc=desc) as bar:
+            run, not_run = self._runner(prepared, holdout, bar)
+            chunks = iter_chunks(
+                self,
+                checkpoint,
+                run,
+                n,
+                chunk_size=size,
+                not_run=not_run,
+                **prepared["identity"],
+            )
+            try:
+                for part in chunks:
+                    done += len(part)
+                    # Rows read from a checkpoint were not explained again.
+                    bar.update(done - bar.n)
+                    # One warning for all chunks, at the end.
+                    status.append(part.status)
+                    ess.append(part.effective_samples)
+                    yield part
+                    # Hold no finished rows while the next chunk is explained.
+                    del part
+            finally:
+                release_sobol_tables()
+        if status:
+            self._warn_statuses(np.concatenate(status), np.concatenate(ess))
 
     def _explain_range(self, rows_data, target_spec, seed, holdout, bounds, bar):
         """The Explanation of rows ``start:stop`` of the validated batch.
@@ -373,11 +486,11 @@ class _BaseLime(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
             params=self._provenance(),
         )
 
-    def _warn_statuses(self, explanation):
+    def _warn_statuses(self, status, effective_samples):
         """One ConvergenceWarning per kind of row whose result is not sound."""
-        few = explanation.status == "few_effective_samples"
+        few = status == "few_effective_samples"
         if few.any():
-            ess = explanation.effective_samples[few]
+            ess = effective_samples[few]
             warnings.warn(
                 f"{int(few.sum())} of {few.size} rows have fewer effective samples "
                 f"(Kish size of the kernel weights: median {np.median(ess):.3g}) "

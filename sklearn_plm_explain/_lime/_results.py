@@ -17,6 +17,10 @@ _LABEL_FIELDS = (
 )
 
 
+# Every status a row of the LIME explainers can get.
+STATUSES = ("converged", "few_effective_samples", "n_max_reached", "not_run")
+
+
 def row_result(space, k, fits, labels, n, *, regression, status, n_rounds, **kw):
     """Per-row arrays of one row's surrogates (one per explained label).
 
