@@ -87,9 +87,9 @@ def orthogonal_design(rng, n, d, out=None, scale=None, layout=None, exact=False)
         cols, sign = _columns_and_signs(_block_draws(rng, size, d)[None], d)
         cols, sign = cols[0], sign[0]
         block = out[start : start + size]
-        _gather_columns(_basis(size, exact)[0], cols, block)
-        # Signs and scale in one pass: (-b) s and b (-s) are the same number.
-        block *= sign if scale is None else sign * scale
+        # Signs and scale on the way: (-b) s and b (-s) are the same number.
+        factor = sign if scale is None else sign * scale
+        _gather_columns(_basis(size, exact)[0], cols, block, factor)
         if layout is not None:
             layout.append((size, cols, sign))
         start += size
@@ -139,21 +139,25 @@ def _columns_and_signs(draws, d):
     return cols, sign
 
 
-def _gather_columns(basis, cols, out):
-    """``out[:] = basis[:, cols]`` for increasing ``cols``.
+def _gather_columns(basis, cols, out, factor):
+    """``out[:] = basis[:, cols] * factor`` for increasing ``cols``.
 
     A design of ``d + 1`` to ``d + 5`` points leaves out a few of its basis's
-    columns: the rest is a few runs of adjacent columns, copied as blocks
-    (several times faster than a gather of single columns at image width).
+    columns: the rest is a few runs of adjacent columns, multiplied as blocks
+    (several times faster than a gather of single columns at image width),
+    in one pass over the design.
     """
     if out.size > _SMALL_DESIGN:
         starts = np.flatnonzero(np.diff(cols) != 1) + 1
         if starts.size < _MAX_RUNS:
             for lo, hi in zip([0, *starts], [*starts, cols.size]):
-                out[:, lo:hi] = basis[:, cols[lo] : cols[lo] + hi - lo]
+                first = cols[lo]
+                np.multiply(
+                    basis[:, first : first + hi - lo], factor[lo:hi], out=out[:, lo:hi]
+                )
             return
     # Small designs, or many runs: one gather costs less than the runs' calls.
-    out[...] = basis[:, cols]
+    np.multiply(basis[:, cols], factor, out=out)
 
 
 def exact_step(step):
