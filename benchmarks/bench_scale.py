@@ -20,7 +20,7 @@ C = 10 classes, one BLAS thread for the whole run:
 3. memory: peak RSS (``VmHWM``; ``ru_maxrss`` where there is no ``/proc``)
    of a fresh subprocess that fits its own d = 256 model and explains 1,000
    and 20,000 rows in one ``explain`` call (which holds every row's results),
-   through ``explain_chunked`` (chunks of 1,000 rows, each saved to a file
+   through ``explain_chunked`` (chunks of 200 rows, each saved to a file
    as it comes and not kept), and through ``plm-explain explain`` (which writes each
    finished chunk to its CSV output; the model and the CSV file are written
    by another process first, so that the command's process does nothing
@@ -114,9 +114,10 @@ QUICK = {
     "slime_rows": 2,
 }
 N_TRAIN_GENERATED = 1000
-# Rows per chunk of explain_chunked in the memory section (results of about
-# 28 MB at d = 256).
-CHUNK_ROWS = 1000
+# Rows per chunk of explain_chunked in the memory section, as plm-explain's
+# default --chunk-size (results of about 5.5 MB at d = 256; a loop holds the
+# last chunk while the next is explained, so two chunks' results at most).
+CHUNK_ROWS = 200
 TITLES = {
     "widths": "2. Time, queries and exactness per width",
     "memory": "3. Peak RSS of a fresh process at d = 256 (its own data and model)",

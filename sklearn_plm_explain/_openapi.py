@@ -569,10 +569,11 @@ class OpenAPIExplainer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         For more rows than their results fit in memory: each chunk's
         :class:`Explanation` can be written out or reduced before the next
         is explained, so memory does not grow with the number of rows. The
-        rows get the random draws they get in :meth:`explain`; their
-        statuses, queries and bounds are those of one call, their values
-        the same up to the rounding of the model's responses in batches of
-        another size.
+        rows get the random draws they get in :meth:`explain` (a row's seed
+        comes from its values): their statuses and queries are those of one
+        call, their values and bounds the same up to the rounding of the
+        model's responses in batches of another size. (With
+        ``reuse_regions``, rows reuse the models of their own chunk only.)
 
         Parameters
         ----------
