@@ -49,6 +49,10 @@ C = 10 classes, one BLAS thread for the whole run:
    attributions, not slopes, so theirs measure how far they are from the
    local model, not a rounding error), and the overlap of their top 10
    features by magnitude with the truth's;
+5b. the floor of our own time at d = 784: writing a group's points and the
+   three products with the basis that fit them, timed alone per row, the
+   model's time for the same points, and (after section 5) the own time
+   that lime's time over 100 leaves;
 6. ``StableLIMEExplainer`` at d = 784 (continuous sampling): own time against
    the model's;
 7. the first radius: mean queries per row for ``init_radius`` from 5e-5 to
@@ -63,7 +67,7 @@ Benchmark-only dependencies: ``lime`` and ``shap`` (section 5).
 Usage::
 
     python benchmarks/bench_scale.py [--quick]
-        [--sections data widths memory jobs side slime radii]
+        [--sections data widths memory jobs side floor slime radii]
         [--widths 64 256 784 2048] [--rows 200 200 50 5]
         [--memory-rows 1000 20000] [--jobs-rows 100] [--side-rows 100]
         [--side-slow-rows 10] [--side-repeats 7]
@@ -102,7 +106,7 @@ from sklearn_plm_explain import (
     local_linear_model,
 )
 
-SECTIONS = ("data", "widths", "memory", "jobs", "side", "slime", "radii")
+SECTIONS = ("data", "widths", "memory", "jobs", "side", "floor", "slime", "radii")
 DEFAULT_ROWS = {64: 200, 256: 200, 784: 50, 2048: 5}
 QUICK = {
     "rows": {64: 20, 256: 10, 784: 3, 2048: 1},
@@ -123,6 +127,7 @@ TITLES = {
     "memory": "3. Peak RSS of a fresh process at d = 256 (its own data and model)",
     "jobs": "4. n_jobs=2 against n_jobs=1 at d = 784 (wall time)",
     "side": "5. Side by side (CPU time per row, the model's included)",
+    "floor": "5b. The least own time per row at d = 784: its fixed parts alone",
     "slime": "6. StableLIMEExplainer at d = 784, continuous",
     "radii": "7. First radius: mean queries per row / (d + 2) by init_radius",
 }
@@ -750,6 +755,7 @@ def section_side(cases, n_rows, n_slow, kwargs, repeats, checks):
         out += rows
         ratio = {r["method"]: r["its time / ours"] for r in rows}
         fd, shap_, lime = list(ratio.values())[1:]
+        SIDE_CPU[d] = {r["method"]: r["CPU ms/row"] for r in rows}
         checks.append(
             (
                 f"d = {d}: ours faster per row than central differences (in every "
@@ -761,6 +767,80 @@ def section_side(cases, n_rows, n_slow, kwargs, repeats, checks):
             )
         )
     print(table(list(out[0]), [[fmt(v) for v in r.values()] for r in out]))
+
+
+# -- 5b. the floor of our own time ------------------------------------------------
+# CPU ms per row of each method in the side-by-side section, by width.
+SIDE_CPU = {}
+
+
+def section_floor(case, repeats=7):
+    """What no search of d + 7 points per row can avoid at d = 784, timed
+    alone with the package's own functions: writing a row's points (its
+    design's basis columns with signs and steps, plus the row) and the three
+    products with the basis that fit a group's rows and give their residuals
+    (the first solve, its refinement, the fitted responses), per row of a
+    group of ``rows_per_group`` rows. Against them, the model's own time for
+    the same points, and the 100-fold target against lime: lime's CPU time
+    per row in section 5 over 100, less the model's time, is the own time
+    it leaves."""
+    from sklearn_plm_explain._design import _basis, exact_first_solve, orthogonal_design
+    from sklearn_plm_explain._products import prod, t_prod
+    from sklearn_plm_explain._search import rows_per_group
+
+    d, C, k = 784, 10, 5  # classes; n_witnesses of the default explainer
+    n = d + k
+    R = rows_per_group(d, k, C)
+    X = case["X_test"][:R]
+    basis, F = _basis(n, exact=True)[0], exact_first_solve(n)
+    rng = np.random.default_rng(0)
+    pts = np.empty((R, n, d))
+    step = np.full(d, 2.0**-14)
+    W = rng.standard_normal((n, R * C))
+    model = case["model"]
+
+    def points():
+        for r in range(R):
+            orthogonal_design(rng, n, d, out=pts[r], scale=step, exact=True)
+            pts[r] += X[r]
+
+    def products():
+        t_prod(F, W)
+        t_prod(basis, W)
+        prod(basis, W)
+
+    def model_time():
+        model.predict_proba(pts.reshape(-1, d))
+
+    parts = {"points": points, "three products": products, "model": model_time}
+    ms = {}
+    for name, fn in parts.items():
+        fn()
+        times = []
+        for _ in range(repeats):
+            t0 = time.process_time()
+            fn()
+            times.append(time.process_time() - t0)
+        ms[name] = np.median(times) / R * 1e3
+    floor = ms["points"] + ms["three products"]
+    rows = [["rows per group", R, ""]]
+    rows += [[f"{name}, ms/row", f"{v:.3g}", ""] for name, v in ms.items()]
+    rows.append(["points + products, ms/row", f"{floor:.3g}", "the floor"])
+    lime = SIDE_CPU.get(784, {}).get("lime explain_instance (default)")
+    if lime is not None:
+        leaves = lime / 100 - ms["model"]
+        rows.append(["lime's CPU ms/row (section 5) / 100", f"{lime / 100:.3g}", ""])
+        rows.append(
+            ["own ms/row the 100-fold target leaves", f"{leaves:.3g}", "vs the floor"]
+        )
+        rows.append(
+            [
+                "largest lime / ours possible",
+                f"{lime / (ms['model'] + floor):.0f}",
+                "model + floor",
+            ]
+        )
+    print(table(["part", "value", "note"], rows))
 
 
 # -- 6. S-LIME -------------------------------------------------------------------
@@ -848,7 +928,7 @@ def print_header():
 def needed_widths(args):
     """The widths whose models the selected sections use, in order."""
     widths = set(args.widths) if {"data", "widths"} & set(args.sections) else set()
-    if {"jobs", "slime"} & set(args.sections):
+    if {"jobs", "slime", "floor"} & set(args.sections):
         widths.add(784)
     if "side" in args.sections:
         widths |= {64, 784}
@@ -930,6 +1010,7 @@ def main():
             args.side_repeats,
             checks,
         ),
+        "floor": lambda: section_floor(cases[784]),
         "radii": lambda: section_radii(cases, args.widths, args.rows),
         "slime": lambda: section_slime(
             cases[784], args.slime_rows, json.loads(args.slime_kwargs), checks
