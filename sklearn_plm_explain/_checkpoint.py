@@ -159,6 +159,22 @@ def iter_chunks(
         del part
 
 
+def counted_chunks(chunks, bar, fields):
+    """Yield the chunks, counting their rows on ``bar`` (rows read back from
+    a checkpoint too); return the per-row ``fields`` of all of them, for the
+    one warning at the end."""
+    done, kept = 0, {field: [] for field in fields}
+    for part in chunks:
+        done += len(part)
+        bar.update(done - bar.n)
+        for field in fields:
+            kept[field].append(getattr(part, field))
+        yield part
+        # Hold no finished rows while the next chunk is explained.
+        del part
+    return {field: np.concatenate(v) for field, v in kept.items() if v}
+
+
 def _chunk(run, start, stop, seed, not_run):
     """``run(start, stop, seed)``; on a model failure the error's ``partial``
     holds all rows ``start:stop``, those not finished marked not run."""

@@ -26,6 +26,7 @@ from sklearn_plm_explain._blackbox import (
 )
 from sklearn_plm_explain._checkpoint import (
     check_chunking,
+    counted_chunks,
     explain_in_chunks,
     iter_chunks,
 )
@@ -632,8 +633,7 @@ class OpenAPIExplainer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         return self._chunks(X, frame, target_idx, return_queries, size, checkpoint)
 
     def _chunks(self, X, frame, target_idx, return_queries, size, checkpoint):
-        n, done = X.shape[0], 0
-        statuses = []
+        n = X.shape[0]
         with _progress.progress_bar(n, self.verbose, "OpenAPIExplainer") as bar:
 
             def run(start, stop, seed):
@@ -651,17 +651,9 @@ class OpenAPIExplainer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
                 target=(target_idx, np.array([bool(return_queries)])),
                 not_run=lambda a, b: self._assemble(self._blank(a, b), X[a:b]),
             )
-            for part in chunks:
-                done += len(part)
-                # Rows read from a checkpoint were not explained again.
-                bar.update(done - bar.n)
-                # One warning for all chunks, at the end; the statuses are
-                # kept (one small string per row) for it.
-                statuses.append(part.status)
-                yield part
-                # Hold no finished rows while the next chunk is explained.
-                del part
-        _warn_failures(np.concatenate(statuses) if statuses else np.array([]))
+            kept = yield from counted_chunks(chunks, bar, ["status"])
+        if kept:
+            _warn_failures(kept["status"])
 
     def _explain_range(
         self, X, frame, target_idx, seed, start, stop, return_queries=False, bar=None

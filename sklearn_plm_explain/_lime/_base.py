@@ -33,6 +33,7 @@ from sklearn_plm_explain._blackbox import (
 )
 from sklearn_plm_explain._checkpoint import (
     check_chunking,
+    counted_chunks,
     explain_in_chunks,
     iter_chunks,
 )
@@ -387,8 +388,7 @@ class _BaseLime(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         return explanation
 
     def _chunks(self, prepared, holdout, checkpoint, size):
-        n, done = prepared["n"], 0
-        status, ess = [], []
+        n = prepared["n"]
         desc = type(self).__name__
         with _progress.progress_bar(n, self.verbose, desc=desc) as bar:
             run, not_run = self._runner(prepared, holdout, bar)
@@ -402,20 +402,12 @@ class _BaseLime(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
                 **prepared["identity"],
             )
             try:
-                for part in chunks:
-                    done += len(part)
-                    # Rows read from a checkpoint were not explained again.
-                    bar.update(done - bar.n)
-                    # One warning for all chunks, at the end.
-                    status.append(part.status)
-                    ess.append(part.effective_samples)
-                    yield part
-                    # Hold no finished rows while the next chunk is explained.
-                    del part
+                fields = ["status", "effective_samples"]
+                kept = yield from counted_chunks(chunks, bar, fields)
             finally:
                 release_sobol_tables()
-        if status:
-            self._warn_statuses(np.concatenate(status), np.concatenate(ess))
+        if kept:
+            self._warn_statuses(kept["status"], kept["effective_samples"])
 
     def _explain_range(self, rows_data, target_spec, seed, holdout, bounds, bar):
         """The Explanation of rows ``start:stop`` of the validated batch.
