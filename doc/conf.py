@@ -29,7 +29,7 @@ exclude_patterns = ["_build", "**/sg_execution_times.rst", "examples/README.txt"
 default_role = "literal"
 
 autosummary_generate = True
-autodoc_default_options = {"members": True, "inherited-members": False}
+autodoc_default_options = {"members": True}
 numpydoc_show_class_members = False
 numpydoc_class_members_toctree = False
 
