@@ -42,6 +42,7 @@ from sklearn_plm_explain._search import (
     SearchConfig,
     fill_in_groups,
     learned_radius,
+    max_cube_points,
     rows_per_group,
     search_in_groups,
     workspace_scope,
@@ -624,11 +625,12 @@ class OpenAPIExplainer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         X, frame = self._numeric_part(X, reset=False)
         target_idx = self._target_indices(target, X.shape[0])
         # A row's results are arrays of fixed width; with its queries, at
-        # most the points of a cube besides.
+        # most the points of its largest cube besides.
         row = self._assemble(self._blank(0, 1), X[:1])
         row_bytes = sum(getattr(row, f).nbytes for f in row.fields)
         if return_queries:
-            row_bytes += 8 * (X.shape[1] + 1 + self.n_witnesses) * X.shape[1]
+            d = X.shape[1]
+            row_bytes += 8 * d * max_cube_points(d, self.n_witnesses)
         size = check_chunking(chunk_size, checkpoint, row_bytes)
         return self._chunks(X, frame, target_idx, return_queries, size, checkpoint)
 

@@ -78,6 +78,17 @@ _RADIUS_MARGIN = 2.0
 _THREAD = threading.local()
 
 
+def _more_points(d, n_witnesses):
+    """Points a row's cube may grow by, at most."""
+    return max(n_witnesses, _MORE_WITNESSES * (d + 1))
+
+
+def max_cube_points(d, n_witnesses):
+    """The most points a row's cube can hold: a fresh cube's and all it may
+    grow by (what ``return_queries`` keeps of a row, at most)."""
+    return d + 1 + n_witnesses + _more_points(d, n_witnesses)
+
+
 def rows_per_group(d, n_witnesses, n_outputs):
     """Rows searched together so that a group fits the working memory.
 
@@ -407,7 +418,7 @@ class LocalModelSearch:
             rtol=config.rtol,
             n_features=d,
             n_witnesses=config.n_witnesses,
-            n_more=max(config.n_witnesses, _MORE_WITNESSES * (d + 1)),
+            n_more=_more_points(d, config.n_witnesses),
             noise_cap=NOISE_CAP,
         )
         search.signature = signature

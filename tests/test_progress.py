@@ -166,19 +166,32 @@ def test_a_chunk_is_released_once_the_caller_drops_it(iris_model):
     assert held and not any(held)
 
 
-@pytest.mark.parametrize("method", ["openapi", "lime"])
+def _nbytes(part):
+    """Bytes of a chunk's results, the points of its queries included."""
+    total = sum(getattr(part, f).nbytes for f in part.fields if f != "queries")
+    if "queries" in part.fields:
+        total += sum(q.nbytes for q in part.queries)
+    return total
+
+
+@pytest.mark.parametrize(
+    "method, kwargs, budget",
+    [
+        ("openapi", {}, 0.01),
+        ("openapi", {"return_queries": True}, 0.03),
+        ("lime", {}, 0.01),
+    ],
+)
 def test_default_chunks_keep_their_results_within_the_working_memory(
-    iris_model, method
+    iris_model, method, kwargs, budget
 ):
     X, model = iris_model
     explainer = _explainers(model)[method].fit(X)
-    budget = 0.01  # MiB
-    with config_context(working_memory=budget):
-        parts = list(explainer.explain_chunked(X[:60]))
-    sizes = [sum(getattr(p, f).nbytes for f in p.fields) for p in parts]
+    with config_context(working_memory=budget):  # MiB
+        parts = list(explainer.explain_chunked(X[:60], **kwargs))
     # The estimate of a row's results is an upper bound: no chunk is over
     # the budget, and chunks are not needlessly small.
-    assert max(sizes) <= budget * 2**20
+    assert max(map(_nbytes, parts)) <= budget * 2**20
     assert len(parts) > 1 and len(parts[0]) > 1
     assert sum(len(p) for p in parts) == 60
 
