@@ -505,8 +505,9 @@ n_outputs_, n_features_in_, feature_names_in_
     def _selected_width(self):
         return min(self.num_features, self.space_.d)
 
-    def _warn_statuses(self, status, effective_samples):
-        super()._warn_statuses(status, effective_samples)
+    def _warn_statuses(self, status, effective_samples, stacklevel):
+        # The base's warnings are one frame further from the caller.
+        super()._warn_statuses(status, effective_samples, stacklevel + 1)
         hit = status == "n_max_reached"
         if hit.any():
             warnings.warn(
@@ -516,7 +517,7 @@ n_outputs_, n_features_in_, feature_names_in_
                 "another random_state. Raise n_max, or tie_margin to treat "
                 "closer candidates as tied.",
                 ConvergenceWarning,
-                stacklevel=4,
+                stacklevel=stacklevel,
             )
 
     def _tested_fit(self, Z, w, Y, labels, prefix=None):

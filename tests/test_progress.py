@@ -279,3 +279,28 @@ def test_chunks_share_one_bar_and_one_warning(iris_model, record_bars, tmp_path)
     with pytest.warns(ConvergenceWarning):
         list(explainer.explain_chunked(X[:10], checkpoint=tmp_path))
     assert bars[1].n == 10 and sum(bars[1].updates) == 10
+
+
+@pytest.mark.parametrize("chunked", [False, True])
+@pytest.mark.parametrize(
+    "method, params",
+    [
+        # A kernel this narrow leaves rows with too few effective samples
+        # (the shared warning, through S-LIME's own too).
+        ("lime", {"kernel_width": 1e-3}),
+        ("slime", {"kernel_width": 1e-3}),
+        # S-LIME's own warning: rows that reach n_max.
+        ("slime", {"n_max": 200}),
+    ],
+)
+def test_warnings_point_at_the_callers_line(iris_model, method, params, chunked):
+    X, model = iris_model
+    explainer = _explainers(model)[method].set_params(**params).fit(X)
+    with pytest.warns(ConvergenceWarning) as caught:
+        if chunked:
+            for _ in explainer.explain_chunked(X[:6], chunk_size=4):
+                pass
+        else:
+            explainer.explain(X[:6])
+    assert len(caught) == 1
+    assert caught[0].filename == __file__

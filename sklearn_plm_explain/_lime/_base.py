@@ -384,7 +384,8 @@ class _BaseLime(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
             if bar.n < n:
                 # Rows a checkpoint already held were not explained again.
                 bar.update(n - bar.n)
-        self._warn_statuses(explanation.status, explanation.effective_samples)
+        # explain, transform or score -> _explain -> here
+        self._warn_statuses(explanation.status, explanation.effective_samples, 4)
         return explanation
 
     def _chunks(self, prepared, holdout, checkpoint, size):
@@ -407,7 +408,8 @@ class _BaseLime(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
             finally:
                 release_sobol_tables()
         if kept:
-            self._warn_statuses(kept["status"], kept["effective_samples"])
+            # The caller's loop -> this generator -> here.
+            self._warn_statuses(kept["status"], kept["effective_samples"], 3)
 
     def _explain_range(self, rows_data, target_spec, seed, holdout, bounds, bar):
         """The Explanation of rows ``start:stop`` of the validated batch.
@@ -478,8 +480,9 @@ class _BaseLime(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
             params=self._provenance(),
         )
 
-    def _warn_statuses(self, status, effective_samples):
-        """One ConvergenceWarning per kind of row whose result is not sound."""
+    def _warn_statuses(self, status, effective_samples, stacklevel):
+        """One ConvergenceWarning per kind of row whose result is not sound
+        (``stacklevel`` as in :func:`warnings.warn`, from here)."""
         few = status == "few_effective_samples"
         if few.any():
             ess = effective_samples[few]
@@ -491,7 +494,7 @@ class _BaseLime(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
                 f"determined by the data. kernel_width={self.kernel_width_:.3g} "
                 "is usually too narrow for the neighbourhood; widen it.",
                 ConvergenceWarning,
-                stacklevel=4,
+                stacklevel=stacklevel,
             )
 
     def _not_run_result(self, extra):
