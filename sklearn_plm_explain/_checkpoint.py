@@ -190,9 +190,11 @@ def _chunk(run, start, stop, seed, not_run):
 def check_chunking(chunk_size, checkpoint, row_bytes):
     """Rows per chunk of ``explain_chunked``: ``chunk_size``, or as many as
     keep a chunk's results (``row_bytes`` a row) within scikit-learn's
-    ``working_memory`` when it is None; a checkpoint's own when one is
-    given (``chunk_size`` must then be None)."""
+    ``working_memory`` when it is None; None with a checkpoint, whose own
+    chunk size rules (``chunk_size`` must then be None)."""
     if chunk_size is None:
+        if checkpoint is not None:
+            return None
         budget = get_config()["working_memory"] * 2**20
         return int(max(1, budget // max(row_bytes, 1)))
     if (

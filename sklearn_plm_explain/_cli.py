@@ -18,7 +18,6 @@ from sklearn.utils.validation import check_is_fitted
 
 from sklearn_plm_explain import __version__
 from sklearn_plm_explain._anchors import make_anchor_model
-from sklearn_plm_explain._blackbox import ModelResponseError
 from sklearn_plm_explain._checkpoint import Checkpoint
 from sklearn_plm_explain._explanation import Explanation, count_statuses
 from sklearn_plm_explain._ground_truth import local_linear_model
@@ -361,17 +360,22 @@ def _explain_in_chunks(explainer, X, target, chunk_size, sink, checkpoint=None):
                 if store is None:
                     progress(sink.rows, n, False)
         except Exception as err:
-            if store is not None and isinstance(err, ModelResponseError):
-                raise _CLIError(
-                    f"{err} The rows finished so far are kept in {checkpoint}: run "
-                    "the same command again to resume."
-                ) from None
-            if not sink.rows or sink.json:
+            # Say where the finished rows are: in the CSV output, and in the
+            # checkpoint for the same command to resume from.
+            notes = []
+            if sink.rows and not sink.json:
+                notes.append(
+                    f"The {sink.rows} rows finished before this chunk are in "
+                    f"{sink.name}."
+                )
+            if store is not None:
+                notes.append(
+                    f"The rows finished so far are kept in {checkpoint}: run the "
+                    "same command again to resume."
+                )
+            if not notes:
                 raise
-            raise _CLIError(
-                f"{_one_line(err)} The {sink.rows} rows finished before "
-                f"this chunk are in {sink.name}."
-            ) from None
+            raise _CLIError(" ".join([_one_line(err), *notes])) from None
     summary = ", ".join(f"{k} {v}" for k, v in sorted(sink.counts.items()))
     print(f"statuses: {summary}", file=sys.stderr)
 

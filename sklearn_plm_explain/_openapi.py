@@ -520,6 +520,7 @@ class OpenAPIExplainer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
             Explain the rows a chunk at a time and keep each finished chunk
             there; a later call with the same arguments reuses the finished
             rows without querying the model again (see :class:`Checkpoint`).
+            Not with ``return_queries=True``.
 
         Returns
         -------
@@ -535,7 +536,8 @@ class OpenAPIExplainer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         Raises
         ------
         ValueError
-            For invalid rows or targets, before any query is sent.
+            For invalid rows or targets, or ``return_queries`` with a
+            checkpoint, before any query is sent.
         ModelResponseError
             If the model returns invalid responses; names the rows and keeps
             the finished rows in its ``partial`` attribute.
@@ -543,6 +545,7 @@ class OpenAPIExplainer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
             For a checkpoint that is corrupted or was written by another run.
         """
         check_is_fitted(self)
+        _check_queries_and_checkpoint(return_queries, checkpoint)
         X, frame = self._numeric_part(X, reset=False)
         target_idx = self._target_indices(target, X.shape[0])
 
@@ -592,7 +595,8 @@ class OpenAPIExplainer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
             ``checkpoint``, set the chunk size in :class:`Checkpoint` instead.
         checkpoint : str, path-like or Checkpoint, default=None
             Keep each finished chunk there, as in :meth:`explain`; chunks
-            already there are read back instead of queried.
+            already there are read back instead of queried. Not with
+            ``return_queries=True``.
 
         Yields
         ------
@@ -609,6 +613,9 @@ class OpenAPIExplainer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
             If the model returns invalid responses; names the rows, and its
             ``partial`` holds the failing chunk's rows (the chunks before it
             have been yielded).
+        CheckpointError
+            For a checkpoint that is corrupted or was written by another run,
+            when the first chunk is asked for.
 
         Examples
         --------
@@ -622,6 +629,7 @@ class OpenAPIExplainer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         [60, 60, 30]
         """
         check_is_fitted(self)
+        _check_queries_and_checkpoint(return_queries, checkpoint)
         X, frame = self._numeric_part(X, reset=False)
         target_idx = self._target_indices(target, X.shape[0])
         # A row's results are arrays of fixed width; with its queries, at
@@ -885,6 +893,15 @@ def _has_text_columns(X):
     if dtypes is None or not hasattr(X, "columns"):
         return False
     return not all(is_numeric_dtype(X[c].dtype) for c in X.columns)
+
+
+def _check_queries_and_checkpoint(return_queries, checkpoint):
+    # A checkpoint keeps fixed-width arrays; a row's queries are its own.
+    if return_queries and checkpoint is not None:
+        raise ValueError(
+            "return_queries=True cannot be kept in a checkpoint: explain with "
+            "one or the other."
+        )
 
 
 def _warn_failures(status):

@@ -167,6 +167,14 @@ def test_csv_rows_are_written_as_their_chunk_finishes(files, tmp_path, capsys):
     assert rows == _read_rows(whole)[:5]
     assert main([*args, "--out", str(tmp_path / "out.json")]) == 2
     assert not (tmp_path / "out.json").exists()
+    # With a checkpoint the chunks are written as they finish too, and the
+    # error says where the finished rows are: the file and the checkpoint.
+    ck, out = tmp_path / "ck", tmp_path / "ck.csv"
+    assert main([*args, "--out", str(out), "--checkpoint", str(ck)]) == 2
+    err = capsys.readouterr().err
+    assert f"The 5 rows finished before this chunk are in {out}" in err
+    assert f"kept in {ck}: run the same command again to resume" in err
+    assert _read_rows(out) == rows
 
 
 @pytest.mark.slow

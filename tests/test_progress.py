@@ -213,6 +213,11 @@ def test_explain_chunked_checks_its_input_before_any_query(iris_model, tmp_path)
             explainer.explain_chunked(X[:5], chunk_size=bad)
     with pytest.raises(ValueError, match="set it with Checkpoint"):
         explainer.explain_chunked(X[:5], chunk_size=2, checkpoint=tmp_path)
+    # A row's queries are not kept in a checkpoint: refused, not failed on.
+    with pytest.raises(ValueError, match="cannot be kept in a checkpoint"):
+        explainer.explain_chunked(X[:5], return_queries=True, checkpoint=tmp_path)
+    with pytest.raises(ValueError, match="cannot be kept in a checkpoint"):
+        explainer.explain(X[:5], return_queries=True, checkpoint=tmp_path)
     assert calls == []
 
 

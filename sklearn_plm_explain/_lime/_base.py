@@ -310,6 +310,9 @@ class _BaseLime(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
             If the model returns invalid responses; names the rows, and its
             ``partial`` holds the failing chunk's rows (the chunks before it
             have been yielded).
+        CheckpointError
+            For a checkpoint that is corrupted or was written by another run,
+            when the first chunk is asked for.
         """
         check_is_fitted(self)
         prepared = self._prepare(X, target, labels)
