@@ -18,7 +18,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from sklearn_plm_explain import __version__
 from sklearn_plm_explain._anchors import make_anchor_model
-from sklearn_plm_explain._checkpoint import Checkpoint
+from sklearn_plm_explain._checkpoint import Checkpoint, CheckpointError
 from sklearn_plm_explain._explanation import Explanation, count_statuses
 from sklearn_plm_explain._ground_truth import local_linear_model
 from sklearn_plm_explain._lime import LimeTabularExplainer
@@ -368,7 +368,7 @@ def _explain_in_chunks(explainer, X, target, chunk_size, sink, checkpoint=None):
                     f"The {sink.rows} rows finished before this chunk are in "
                     f"{sink.name}."
                 )
-            if store is not None:
+            if store is not None and not isinstance(err, CheckpointError):
                 notes.append(
                     f"The rows finished so far are kept in {checkpoint}: run the "
                     "same command again to resume."

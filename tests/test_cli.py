@@ -175,6 +175,12 @@ def test_csv_rows_are_written_as_their_chunk_finishes(files, tmp_path, capsys):
     assert f"The 5 rows finished before this chunk are in {out}" in err
     assert f"kept in {ck}: run the same command again to resume" in err
     assert _read_rows(out) == rows
+    # A damaged checkpoint is named, with no advice to resume from it.
+    (ck / "manifest.json").unlink()
+    assert main([*args, "--out", str(out), "--checkpoint", str(ck)]) == 2
+    err = capsys.readouterr().err
+    assert "has chunk files but no manifest: it is damaged" in err
+    assert "resume" not in err
 
 
 @pytest.mark.slow
