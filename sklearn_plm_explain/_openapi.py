@@ -643,6 +643,7 @@ class OpenAPIExplainer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         return self._chunks(X, frame, target_idx, return_queries, size, checkpoint)
 
     def _chunks(self, X, frame, target_idx, return_queries, size, checkpoint):
+        """The generator of :meth:`explain_chunked`, over checked input."""
         n = X.shape[0]
         with _progress.progress_bar(n, self.verbose, "OpenAPIExplainer") as bar:
 

@@ -392,6 +392,7 @@ class _BaseLime(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         return explanation
 
     def _chunks(self, prepared, holdout, checkpoint, size):
+        """The generator of :meth:`explain_chunked`, over prepared input."""
         n = prepared["n"]
         desc = type(self).__name__
         with _progress.progress_bar(n, self.verbose, desc=desc) as bar:
