@@ -2,6 +2,7 @@
 
 # SPDX-License-Identifier: BSD-3-Clause
 
+import contextlib
 import numbers
 import zlib
 from functools import lru_cache
@@ -497,11 +498,34 @@ def _limited(func, *args):
         return func(*args)
 
 
-def map_row_chunks(func, n_rows, n_jobs, *args, start=0):
+@contextlib.contextmanager
+def worker_pool(n_jobs, ordered=False):
+    """Workers shared by the calls of :func:`map_row_slices` in the block that
+    are given it as ``pool`` (None with one job).
+
+    A joblib ``Parallel`` context: its start and stop, with the arrays it
+    memory-maps for the workers, cost about 0.1 s, which a run of many chunks
+    would pay once a chunk. ``ordered`` as in :func:`map_row_slices`.
+    """
+    from joblib import effective_n_jobs
+
+    if effective_n_jobs(n_jobs) <= 1:
+        yield None
+        return
+    with Parallel(n_jobs=n_jobs, return_as=_return_as(ordered), batch_size=1) as pool:
+        yield pool
+
+
+def _return_as(ordered):
+    return "generator" if ordered else "generator_unordered"
+
+
+def map_row_chunks(func, n_rows, n_jobs, *args, start=0, pool=None):
     """Run ``func(rows_slice, *args)`` over even chunks of rows, in order.
 
     The slices cover rows ``start`` to ``start + n_rows`` of the batch (a
-    checkpointed run explains its rows a chunk at a time).
+    checkpointed run explains its rows a chunk at a time). ``pool`` as in
+    :func:`map_row_slices`.
     """
     from joblib import effective_n_jobs
 
@@ -510,16 +534,18 @@ def map_row_chunks(func, n_rows, n_jobs, *args, start=0):
         slice(start + sl.start, start + sl.stop)
         for sl in gen_even_slices(n_rows, n_chunks)
     ]
-    return list(map_row_slices(func, slices, n_jobs, *args, ordered=True))
+    return list(map_row_slices(func, slices, n_jobs, *args, ordered=True, pool=pool))
 
 
-def map_row_slices(func, slices, n_jobs, *args, ordered=False):
+def map_row_slices(func, slices, n_jobs, *args, ordered=False, pool=None):
     """Yield ``func(rows_slice, *args)`` for each of ``slices``.
 
     With one job the slices run in order in this process; with more, they go
     to the workers one at a time as each becomes free (an uneven slice then
     holds up one worker, not the call), and come back in the order they end
-    (in the order given with ``ordered``).
+    (in the order given with ``ordered``): the workers of ``pool`` (from
+    :func:`worker_pool` with the same ``ordered``), or of a ``Parallel`` of
+    this call.
     """
     from joblib import effective_n_jobs
 
@@ -530,9 +556,9 @@ def map_row_slices(func, slices, n_jobs, *args, ordered=False):
     # The outer limit covers thread workers, which share this process's BLAS
     # (their own limits would race to restore it); the inner one process
     # workers.
+    if pool is None:
+        pool = Parallel(n_jobs=n_jobs, return_as=_return_as(ordered), batch_size=1)
+    elif pool.return_as != _return_as(ordered):
+        raise ValueError(f"a pool returning {pool.return_as!r} cannot keep this order")
     with threadpool_limits(limits=1, user_api="blas"):
-        yield from Parallel(
-            n_jobs=n_jobs,
-            return_as="generator" if ordered else "generator_unordered",
-            batch_size=1,
-        )(delayed(_limited)(func, sl, *args) for sl in slices)
+        yield from pool(delayed(_limited)(func, sl, *args) for sl in slices)

@@ -23,6 +23,7 @@ from sklearn_plm_explain._blackbox import (
     base_seed,
     resolve_estimator,
     resolve_response_method,
+    worker_pool,
 )
 from sklearn_plm_explain._checkpoint import (
     check_chunking,
@@ -549,20 +550,22 @@ class OpenAPIExplainer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         X, frame = self._numeric_part(X, reset=False)
         target_idx = self._target_indices(target, X.shape[0])
 
-        def run(start, stop, seed):
-            return self._explain_range(
-                X, frame, target_idx, seed, start, stop, return_queries
-            )
+        with worker_pool(self.n_jobs) as pool:
 
-        explanation = explain_in_chunks(
-            self,
-            checkpoint,
-            run,
-            X.shape[0],
-            rows=(X, frame),
-            target=(target_idx, np.array([bool(return_queries)])),
-            not_run=lambda a, b: self._assemble(self._blank(a, b), X[a:b]),
-        )
+            def run(start, stop, seed):
+                return self._explain_range(
+                    X, frame, target_idx, seed, start, stop, return_queries, pool=pool
+                )
+
+            explanation = explain_in_chunks(
+                self,
+                checkpoint,
+                run,
+                X.shape[0],
+                rows=(X, frame),
+                target=(target_idx, np.array([bool(return_queries)])),
+                not_run=lambda a, b: self._assemble(self._blank(a, b), X[a:b]),
+            )
         _warn_failures(explanation.status)
         return explanation
 
@@ -645,11 +648,14 @@ class OpenAPIExplainer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
     def _chunks(self, X, frame, target_idx, return_queries, size, checkpoint):
         """The generator of :meth:`explain_chunked`, over checked input."""
         n = X.shape[0]
-        with _progress.progress_bar(n, self.verbose, "OpenAPIExplainer") as bar:
+        with (
+            _progress.progress_bar(n, self.verbose, "OpenAPIExplainer") as bar,
+            worker_pool(self.n_jobs) as pool,
+        ):
 
             def run(start, stop, seed):
                 return self._explain_range(
-                    X, frame, target_idx, seed, start, stop, return_queries, bar
+                    X, frame, target_idx, seed, start, stop, return_queries, bar, pool
                 )
 
             chunks = iter_chunks(
@@ -667,12 +673,23 @@ class OpenAPIExplainer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
             _warn_failures(kept["status"])
 
     def _explain_range(
-        self, X, frame, target_idx, seed, start, stop, return_queries=False, bar=None
+        self,
+        X,
+        frame,
+        target_idx,
+        seed,
+        start,
+        stop,
+        return_queries=False,
+        bar=None,
+        pool=None,
     ):
         """The Explanation of rows ``start:stop`` of the validated batch.
 
         The rows go to the jobs in slices of whole groups (see ``batch_size``
-        and :func:`~sklearn_plm_explain._search.task_slices`), each slice
+        and :func:`~sklearn_plm_explain._search.task_slices`), to the workers
+        of ``pool`` when one is given (see
+        :func:`~sklearn_plm_explain._blackbox.worker_pool`), each slice
         counted on the progress bar as it returns (``bar``, or a bar of
         these rows).
         """
@@ -680,7 +697,7 @@ class OpenAPIExplainer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
             desc = "OpenAPIExplainer"
             with _progress.progress_bar(stop - start, self.verbose, desc) as bar:
                 return self._explain_range(
-                    X, frame, target_idx, seed, start, stop, return_queries, bar
+                    X, frame, target_idx, seed, start, stop, return_queries, bar, pool
                 )
         config = self._search_config(return_queries)
         group = self._rows_per_group(X.shape[1])
@@ -688,7 +705,9 @@ class OpenAPIExplainer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         args = (X, target_idx, seed, frame, config)
         with workspace_scope():
             try:
-                fill_in_groups(table, self._explain_rows, args, self.n_jobs, group, bar)
+                fill_in_groups(
+                    table, self._explain_rows, args, self.n_jobs, group, bar, pool
+                )
             except ModelResponseError as err:
                 if isinstance(err.partial, ResultTable):
                     err.partial = self._assemble(err.partial, X[start:stop])

@@ -167,7 +167,7 @@ def task_slices(start, stop, group, jobs):
     return [slice(a, min(a + size, stop)) for a in range(start, stop, size)]
 
 
-def fill_in_groups(table, worker, args, n_jobs, group, bar):
+def fill_in_groups(table, worker, args, n_jobs, group, bar, pool=None):
     """Fill ``table`` in place from ``worker`` over slices of its rows.
 
     ``worker(rows, *args)`` gives the result table of a slice of rows (see
@@ -176,12 +176,13 @@ def fill_in_groups(table, worker, args, n_jobs, group, bar):
     model failure the error's ``partial`` is ``table`` with every slice
     finished by then and what the failing slice finished; with several jobs
     the slices that other workers were still running are lost with the call
-    that raised, and the rest are not run.
+    that raised, and the rest are not run. ``pool``: the workers of
+    :func:`~sklearn_plm_explain._blackbox.worker_pool`, or None.
     """
     start, stop = table.offset, table.offset + len(table)
     slices = task_slices(start, stop, group, effective_n_jobs(n_jobs))
     try:
-        for part in map_row_slices(worker, slices, n_jobs, *args):
+        for part in map_row_slices(worker, slices, n_jobs, *args, pool=pool):
             table.put(part)
             bar.update(len(part))
             del part

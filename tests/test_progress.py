@@ -6,6 +6,7 @@ import weakref
 
 import numpy as np
 import pytest
+from joblib import parallel_config
 from sklearn import config_context
 from sklearn.datasets import load_iris
 from sklearn.exceptions import ConvergenceWarning
@@ -309,3 +310,27 @@ def test_warnings_point_at_the_callers_line(iris_model, method, params, chunked)
             explainer.explain(X[:6])
     assert len(caught) == 1
     assert caught[0].filename == __file__
+
+
+@pytest.mark.parametrize("method", ["openapi", "lime"])
+def test_chunks_share_one_set_of_workers(iris_model, method, monkeypatch):
+    X, model = iris_model
+    from sklearn_plm_explain import _blackbox
+
+    started = []
+
+    class Counted(_blackbox.Parallel):
+        def __init__(self, *args, **kwargs):
+            started.append(1)
+            super().__init__(*args, **kwargs)
+
+    monkeypatch.setattr(_blackbox, "Parallel", Counted)
+    explainer = _explainers(model)[method].set_params(n_jobs=2).fit(X)
+    alone = _explainers(model)[method].fit(X).explain(X[::5])
+    with parallel_config(backend="threading"):
+        parts = list(explainer.explain_chunked(X[::5], chunk_size=8))
+    # One start of the workers for the four chunks (each would cost about
+    # 0.1 s with process workers), and the rows of one job, in order.
+    assert len(parts) == 4 and len(started) == 1
+    for field in ("status", "values"):
+        np.testing.assert_array_equal(_rows(parts, field), getattr(alone, field))

@@ -30,6 +30,7 @@ from sklearn_plm_explain._blackbox import (
     ModelResponseError,
     map_row_chunks,
     resolve_estimator,
+    worker_pool,
 )
 from sklearn_plm_explain._checkpoint import (
     check_chunking,
@@ -354,7 +355,7 @@ class _BaseLime(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
             "not_run": (rows_data, extra, labels is not None),
         }
 
-    def _runner(self, prepared, holdout, bar):
+    def _runner(self, prepared, holdout, bar, pool):
         """``run(start, stop, seed)`` and ``not_run(start, stop)`` of the rows."""
 
         def run(start, stop, seed):
@@ -365,6 +366,7 @@ class _BaseLime(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
                 holdout,
                 (start, stop),
                 bar,
+                pool,
             )
 
         def not_run(start, stop):
@@ -376,8 +378,11 @@ class _BaseLime(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         prepared = self._prepare(X, target, labels)
         n = prepared["n"]
         desc = "held-out scoring" if holdout else type(self).__name__
-        with _progress.progress_bar(n, self.verbose, desc=desc) as bar:
-            run, not_run = self._runner(prepared, holdout, bar)
+        with (
+            _progress.progress_bar(n, self.verbose, desc=desc) as bar,
+            worker_pool(self.n_jobs, ordered=True) as pool,
+        ):
+            run, not_run = self._runner(prepared, holdout, bar, pool)
             try:
                 explanation = explain_in_chunks(
                     self, checkpoint, run, n, not_run=not_run, **prepared["identity"]
@@ -395,8 +400,11 @@ class _BaseLime(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         """The generator of :meth:`explain_chunked`, over prepared input."""
         n = prepared["n"]
         desc = type(self).__name__
-        with _progress.progress_bar(n, self.verbose, desc=desc) as bar:
-            run, not_run = self._runner(prepared, holdout, bar)
+        with (
+            _progress.progress_bar(n, self.verbose, desc=desc) as bar,
+            worker_pool(self.n_jobs, ordered=True) as pool,
+        ):
+            run, not_run = self._runner(prepared, holdout, bar, pool)
             chunks = iter_chunks(
                 self,
                 checkpoint,
@@ -415,11 +423,15 @@ class _BaseLime(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
             # The caller's loop -> this generator -> here.
             self._warn_statuses(kept["status"], kept["effective_samples"], 3)
 
-    def _explain_range(self, rows_data, target_spec, seed, holdout, bounds, bar):
+    def _explain_range(
+        self, rows_data, target_spec, seed, holdout, bounds, bar, pool=None
+    ):
         """The Explanation of rows ``start:stop`` of the validated batch.
 
         With a progress bar the rows go in steps of a few model calls per
-        worker, each step counted on the bar as it returns.
+        worker, each step counted on the bar as it returns; to the workers of
+        ``pool`` when one is given (see
+        :func:`~sklearn_plm_explain._blackbox.worker_pool`).
         """
         targets, extra, keep_labels = target_spec
         start, stop = bounds
@@ -436,6 +448,7 @@ class _BaseLime(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
                     seed,
                     holdout,
                     start=a,
+                    pool=pool,
                 )
             except ModelResponseError as err:
                 err.partial = None
