@@ -503,17 +503,42 @@ def worker_pool(n_jobs, ordered=False):
     """Workers shared by the calls of :func:`map_row_slices` in the block that
     are given it as ``pool`` (None with one job).
 
-    A joblib ``Parallel`` context: its start and stop, with the arrays it
-    memory-maps for the workers, cost about 0.1 s, which a run of many chunks
-    would pay once a chunk. ``ordered`` as in :func:`map_row_slices`.
+    A joblib ``Parallel`` context, entered at the first call that sends
+    slices to workers: its start and stop, with the arrays it memory-maps for
+    the workers, cost about 0.1 s, which a run of many chunks would pay once a
+    chunk. ``ordered`` as in :func:`map_row_slices`.
     """
     from joblib import effective_n_jobs
 
     if effective_n_jobs(n_jobs) <= 1:
         yield None
         return
-    with Parallel(n_jobs=n_jobs, return_as=_return_as(ordered), batch_size=1) as pool:
+    pool = _Pool(n_jobs, ordered)
+    try:
         yield pool
+    finally:
+        pool.close()
+
+
+class _Pool:
+    """A ``Parallel`` context entered when first needed (a call whose rows
+    make one slice runs in this process and needs none)."""
+
+    def __init__(self, n_jobs, ordered):
+        self.n_jobs, self.ordered, self._parallel = n_jobs, ordered, None
+
+    def get(self):
+        if self._parallel is None:
+            parallel = Parallel(
+                n_jobs=self.n_jobs, return_as=_return_as(self.ordered), batch_size=1
+            )
+            self._parallel = parallel.__enter__()
+        return self._parallel
+
+    def close(self):
+        if self._parallel is not None:
+            self._parallel.__exit__(None, None, None)
+            self._parallel = None
 
 
 def _return_as(ordered):
@@ -557,8 +582,10 @@ def map_row_slices(func, slices, n_jobs, *args, ordered=False, pool=None):
     # (their own limits would race to restore it); the inner one process
     # workers.
     if pool is None:
-        pool = Parallel(n_jobs=n_jobs, return_as=_return_as(ordered), batch_size=1)
-    elif pool.return_as != _return_as(ordered):
-        raise ValueError(f"a pool returning {pool.return_as!r} cannot keep this order")
+        parallel = Parallel(n_jobs=n_jobs, return_as=_return_as(ordered), batch_size=1)
+    elif pool.ordered != ordered:
+        raise ValueError(f"a pool with ordered={pool.ordered} cannot keep this order")
+    else:
+        parallel = pool.get()
     with threadpool_limits(limits=1, user_api="blas"):
-        yield from pool(delayed(_limited)(func, sl, *args) for sl in slices)
+        yield from parallel(delayed(_limited)(func, sl, *args) for sl in slices)
