@@ -513,32 +513,25 @@ def worker_pool(n_jobs, ordered=False):
     if effective_n_jobs(n_jobs) <= 1:
         yield None
         return
-    pool = _Pool(n_jobs, ordered)
-    try:
-        yield pool
-    finally:
-        pool.close()
+    with contextlib.ExitStack() as stack:
+        yield _Pool(n_jobs, ordered, stack)
 
 
 class _Pool:
-    """A ``Parallel`` context entered when first needed (a call whose rows
-    make one slice runs in this process and needs none)."""
+    """A ``Parallel`` context entered (on ``stack``) when first needed: a
+    call whose rows make one slice runs in this process and needs none."""
 
-    def __init__(self, n_jobs, ordered):
-        self.n_jobs, self.ordered, self._parallel = n_jobs, ordered, None
+    def __init__(self, n_jobs, ordered, stack):
+        self.n_jobs, self.ordered, self._stack = n_jobs, ordered, stack
+        self._parallel = None
 
     def get(self):
         if self._parallel is None:
             parallel = Parallel(
                 n_jobs=self.n_jobs, return_as=_return_as(self.ordered), batch_size=1
             )
-            self._parallel = parallel.__enter__()
+            self._parallel = self._stack.enter_context(parallel)
         return self._parallel
-
-    def close(self):
-        if self._parallel is not None:
-            self._parallel.__exit__(None, None, None)
-            self._parallel = None
 
 
 def _return_as(ordered):

@@ -551,21 +551,8 @@ class OpenAPIExplainer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         target_idx = self._target_indices(target, X.shape[0])
 
         with worker_pool(self.n_jobs) as pool:
-
-            def run(start, stop, seed):
-                return self._explain_range(
-                    X, frame, target_idx, seed, start, stop, return_queries, pool=pool
-                )
-
-            explanation = explain_in_chunks(
-                self,
-                checkpoint,
-                run,
-                X.shape[0],
-                rows=(X, frame),
-                target=(target_idx, np.array([bool(return_queries)])),
-                not_run=lambda a, b: self._assemble(self._blank(a, b), X[a:b]),
-            )
+            call = self._chunk_call(X, frame, target_idx, return_queries, None, pool)
+            explanation = explain_in_chunks(self, checkpoint, n=X.shape[0], **call)
         _warn_failures(explanation.status)
         return explanation
 
@@ -652,25 +639,29 @@ class OpenAPIExplainer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
             _progress.progress_bar(n, self.verbose, "OpenAPIExplainer") as bar,
             worker_pool(self.n_jobs) as pool,
         ):
-
-            def run(start, stop, seed):
-                return self._explain_range(
-                    X, frame, target_idx, seed, start, stop, return_queries, bar, pool
-                )
-
-            chunks = iter_chunks(
-                self,
-                checkpoint,
-                run,
-                n,
-                chunk_size=size,
-                rows=(X, frame),
-                target=(target_idx, np.array([bool(return_queries)])),
-                not_run=lambda a, b: self._assemble(self._blank(a, b), X[a:b]),
-            )
+            call = self._chunk_call(X, frame, target_idx, return_queries, bar, pool)
+            chunks = iter_chunks(self, checkpoint, n=n, chunk_size=size, **call)
             kept = yield from counted_chunks(chunks, bar, ["status"])
         if kept:
             _warn_failures(kept["status"])
+
+    def _chunk_call(self, X, frame, target_idx, return_queries, bar, pool):
+        """What explaining the validated batch a chunk at a time needs (see
+        :func:`~sklearn_plm_explain._checkpoint.iter_chunks`): ``run`` and
+        ``not_run`` of its rows, and the ``rows`` and ``target`` that
+        identify the call."""
+
+        def run(start, stop, seed):
+            return self._explain_range(
+                X, frame, target_idx, seed, start, stop, return_queries, bar, pool
+            )
+
+        return {
+            "run": run,
+            "rows": (X, frame),
+            "target": (target_idx, np.array([bool(return_queries)])),
+            "not_run": lambda a, b: self._assemble(self._blank(a, b), X[a:b]),
+        }
 
     def _explain_range(
         self,
