@@ -77,12 +77,8 @@ class Checkpoint:
     """
 
     def __init__(self, path, *, chunk_size=200, progress=None):
-        if not isinstance(chunk_size, Integral) or chunk_size < 1:
-            raise ValueError(
-                f"chunk_size must be a positive integer; got {chunk_size!r}."
-            )
         self.path = os.fspath(path)
-        self.chunk_size = int(chunk_size)
+        self.chunk_size = _positive_chunk_size(chunk_size, allow_bool=True)
         self.progress = progress
 
     def __repr__(self):
@@ -197,19 +193,26 @@ def check_chunking(chunk_size, checkpoint, row_bytes):
             return None
         budget = get_config()["working_memory"] * 2**20
         return int(max(1, budget // max(row_bytes, 1)))
-    if (
-        isinstance(chunk_size, bool)
-        or not isinstance(chunk_size, Integral)
-        or chunk_size < 1
-    ):
-        raise ValueError(
-            f"chunk_size must be a positive int or None; got {chunk_size!r}."
-        )
+    chunk_size = _positive_chunk_size(chunk_size, " or None")
     if checkpoint is not None:
         raise ValueError(
             "chunk_size and checkpoint were both given: a checkpoint keeps the "
             "chunk size it was started with; set it with Checkpoint(path, "
             "chunk_size=...)."
+        )
+    return chunk_size
+
+
+def _positive_chunk_size(chunk_size, what="", allow_bool=False):
+    """``chunk_size`` as an int, or a ValueError saying it must be a positive
+    integer (``what`` names what else it may be)."""
+    if (
+        (isinstance(chunk_size, bool) and not allow_bool)
+        or not isinstance(chunk_size, Integral)
+        or chunk_size < 1
+    ):
+        raise ValueError(
+            f"chunk_size must be a positive integer{what}; got {chunk_size!r}."
         )
     return int(chunk_size)
 
