@@ -244,6 +244,15 @@ class BlackBox:
         used to name the rows in error messages.
         """
         m = X.shape[0]
+        bad = ~np.isfinite(X).all(axis=1)
+        if bad.any():
+            # A query point is built from a row, a scale and a radius: a
+            # non-finite one is this package's bug, never the model's input.
+            rows = np.unique(owners[bad])
+            raise RuntimeError(
+                f"Non-finite query points were built for rows {rows.tolist()}; "
+                "no query was sent for them. Please report this."
+            )
         step = m if not self.batch_size else int(self.batch_size)
         parts = [
             self._call(X[i : i + step], owners[i : i + step]) for i in range(0, m, step)

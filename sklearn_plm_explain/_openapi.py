@@ -25,6 +25,7 @@ from sklearn_plm_explain._blackbox import (
     resolve_response_method,
     worker_pool,
 )
+from sklearn_plm_explain._certify import MAX_DESIGN_ERROR
 from sklearn_plm_explain._checkpoint import (
     check_chunking,
     counted_chunks,
@@ -60,6 +61,9 @@ __all__ = ["OpenAPIExplainer", "STATUSES"]
 # radius used without it.
 _CALIBRATION_ROWS = 16
 _DEFAULT_RADIUS = 8e-5
+# A feature whose spread in fit is at most this fraction of its magnitude is
+# constant (the spread is rounding): 2^10 float64 epsilons.
+_CONSTANT_SPREAD = 2.0**10 * np.finfo(np.float64).eps
 
 
 STATUSES = {
@@ -448,6 +452,8 @@ class OpenAPIExplainer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
             X = validate_data(
                 self, X, dtype=np.float64, reset=reset, ensure_min_samples=1
             )
+            if not reset:
+                self._check_steps(X)
             return X, None
         validate_data(self, X, skip_check_array=True, reset=reset)
         if reset:
@@ -460,7 +466,26 @@ class OpenAPIExplainer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         if missing:
             raise ValueError(f"Input X has missing values in column(s) {missing}.")
         values = check_array(X[numeric].to_numpy(), dtype=np.float64)
+        if not reset:
+            self._check_steps(values)
         return values, X.reset_index(drop=True)
+
+    def _check_steps(self, X):
+        """Refuse, before any query, rows whose values are so large that even
+        the largest cube's step is lost to their rounding: every design drawn
+        around them would be singular."""
+        step = self.max_radius * self.scale_
+        lost = np.abs(X) * np.finfo(np.float64).eps > MAX_DESIGN_ERROR * step
+        if lost.any():
+            rows = np.flatnonzero(lost.any(axis=1))
+            j = int(np.flatnonzero(lost[rows[0]])[0])
+            raise ValueError(
+                f"Rows {rows[:10].tolist()}{' ...' if rows.size > 10 else ''} "
+                f"have values too large for their cube's steps (row {rows[0]}, "
+                f"feature {j}: {X[rows[0], j]:.3g} against a largest step of "
+                f"{step[j]:.3g}); rescale or centre the data, or pass a larger "
+                "scale."
+            )
 
     def _resolve_classes(self, X, frame):
         if self._kind == "regression":
@@ -483,6 +508,10 @@ class OpenAPIExplainer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
     def _resolve_scale(self, X):
         if isinstance(self.scale, str):
             scale = X.std(axis=0)
+            # A column held at one value has a spread of its rounding errors
+            # (about eps times its magnitude), not 0: it is constant too.
+            constant = scale <= _CONSTANT_SPREAD * np.abs(X).max(axis=0)
+            scale = np.where(constant, 0.0, scale)
             positive = scale[scale > 0]
             fallback = np.median(positive) if positive.size else 1.0
             # A constant feature still needs a step: its slope is part of

@@ -202,7 +202,10 @@ def learned_radius(explanation, rtol, min_radius, max_radius):
     likely to reach a region boundary), or None when no row was certified.
     """
     e = explanation
-    need = (e.error_bound * e.radius)[e.status == "exact"]
+    # Rows certified through a shared region have no cube of their own
+    # (radius NaN): they say nothing about the radius a row needs.
+    need = e.error_bound * e.radius
+    need = need[(e.status == "exact") & np.isfinite(need)]
     if need.size == 0:
         return None
     radius = _RADIUS_MARGIN * np.quantile(need, 0.9) / rtol

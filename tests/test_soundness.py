@@ -1,0 +1,115 @@
+"""OpenAPIExplainer against models built to fool its certificate.
+
+Each construction is a service a user may meet in production (float32
+exports, clipped or smoothed probabilities, sigmoids computed another way)
+or a model made to sit just past what the residual test sees. The property
+asserted is the certificate's: no row is reported ``exact`` with an error
+above ``rtol`` against the model's white-box truth, and no certified row's
+error exceeds its ``error_bound``.
+"""
+
+import warnings
+
+import numpy as np
+import pytest
+from sklearn.datasets import load_digits
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.neural_network import MLPClassifier
+
+from sklearn_plm_explain import (
+    LogisticModelTreeClassifier,
+    OpenAPIExplainer,
+    decision_features,
+    local_linear_model,
+)
+
+RTOL = 1e-8
+
+
+def _worst_error(e, W):
+    """Worst relative L1 error of any class's decision features, per row."""
+    C = W.shape[2]
+    out = []
+    for c in range(C):
+        truth = decision_features(W, np.full(W.shape[0], c))
+        est = C / (C - 1) * e.coef[:, :, c]
+        with np.errstate(invalid="ignore", divide="ignore"):
+            out.append(np.abs(est - truth).sum(1) / np.abs(truth).sum(1))
+    return np.max(out, axis=0)
+
+
+def _assert_sound(e, W):
+    err = _worst_error(e, W)
+    exact = e.status == "exact"
+    certified = exact | (e.status == "approximate")
+    assert not np.any(exact & (err > RTOL)), err[exact].max()
+    assert np.all(err[certified] <= e.error_bound[certified]), np.max(
+        err[certified] / e.error_bound[certified]
+    )
+
+
+class _Counting:
+    """A callable model that counts its query points and refuses NaN."""
+
+    def __init__(self, fn):
+        self.fn, self.points = fn, 0
+
+    def __call__(self, X):
+        X = np.asarray(X)
+        assert np.isfinite(X).all(), "a non-finite point reached the model"
+        self.points += X.shape[0]
+        return self.fn(X)
+
+
+@pytest.fixture(scope="module")
+def digits_constant_column():
+    """Digits with a feature held at 0.1, whose spread in fit is 1.4e-17."""
+    X, y = load_digits(return_X_y=True)
+    X = X / 16
+    X[:, 0] = 0.1
+    assert 0 < X[:, 0].std() < 1e-15
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        mlp = MLPClassifier((16,), max_iter=200, random_state=0).fit(X, y)
+    return X, y, mlp
+
+
+def test_feature_constant_up_to_rounding_is_constant(digits_constant_column):
+    X, _, mlp = digits_constant_column
+    explainer = OpenAPIExplainer(mlp, random_state=0).fit(X)
+    # The constant feature gets the fallback step, not one at its rounding.
+    assert explainer.scale_[0] == pytest.approx(np.median(explainer.scale_[1:]))
+    e = explainer.explain(X[:30])
+    W, _ = local_linear_model(mlp, X[:30])
+    assert (e.status == "exact").mean() > 0.9
+    _assert_sound(e, W)
+
+
+def test_rows_beyond_the_steps_are_refused_before_any_query(
+    digits_constant_column,
+):
+    X, _, mlp = digits_constant_column
+    model = _Counting(mlp.predict_proba)
+    explainer = OpenAPIExplainer(model, random_state=0).fit(X)
+    spent = model.points
+    rows = X[:4].copy()
+    rows[2, 5] = 1e300
+    with pytest.raises(ValueError, match=r"Rows \[2\] have values too large"):
+        explainer.explain(rows)
+    assert model.points == spent
+
+
+def test_auto_radius_with_region_reuse_is_finite():
+    X, y = load_digits(return_X_y=True)
+    X = X[:500] / 16
+    lmt = LogisticModelTreeClassifier(random_state=0).fit(X, y[:500])
+    model = _Counting(lmt.predict_proba)
+    explainer = OpenAPIExplainer(
+        model, init_radius="auto", reuse_regions=True, random_state=0
+    ).fit(X)
+    assert np.isfinite(explainer.init_radius_)
+    assert explainer.min_radius <= explainer.init_radius_ <= explainer.max_radius
+    e = explainer.explain(X[:40])
+    W, _ = local_linear_model(lmt, X[:40])
+    assert (e.status == "exact").mean() > 0.9
+    _assert_sound(e, W)
