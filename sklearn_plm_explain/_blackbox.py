@@ -244,7 +244,9 @@ class BlackBox:
         used to name the rows in error messages.
         """
         m = X.shape[0]
-        bad = ~np.isfinite(X).all(axis=1)
+        bad = np.zeros(m, dtype=bool)
+        if X.dtype.kind == "f":
+            bad = ~np.isfinite(X).all(axis=1)
         if bad.any():
             # A query point is built from a row, a scale and a radius: a
             # non-finite one is this package's bug, never the model's input.

@@ -38,6 +38,13 @@ _ABSOLUTE_DOMINANCE = 100.0
 # Probabilities below this may be one minus a larger one (those above 1/2 lie
 # on that grid whatever they are).
 _GRID_P = 0.5
+# A class below _FLOOR_P whose log spans at most _FLOOR_SPAN of the widest
+# class's span over a cube is held at a floor by the service (see _clipped).
+_FLOOR_P = 1e-3
+_FLOOR_SPAN = 1e-6
+# Float64 probabilities of a softmax sum to 1 within a few ulps per class;
+# a sum off by more than this many ulps per class is not a softmax's.
+_SUM_ULPS = 64.0
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -77,6 +84,7 @@ class _Kinds(NamedTuple):
     rounded: np.ndarray
     correlated: np.ndarray
     float64: np.ndarray
+    unnormalised: np.ndarray
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -146,8 +154,17 @@ class CubeJudge:
         float64 = model.float64
         clipped = _clipped(cubes.P, len(rows)) & float64
         # The noise model's per-row kinds, read once (each is a vector).
-        kinds = _Kinds(~float64, model.quantum > 0, model.correlated, float64)
-        plain = ~(flat | wide_flat | clipped | (pinned & float64 & ~state.sharp[rows]))
+        unnormalised = _unnormalised(cubes.P, len(rows)) & float64
+        kinds = _Kinds(
+            ~float64, model.quantum > 0, model.correlated, float64, unnormalised
+        )
+        plain = ~(
+            flat
+            | wide_flat
+            | clipped
+            | unnormalised
+            | (pinned & float64 & ~state.sharp[rows])
+        )
         done = self._certified_at_first(cubes, fits, searches, plain & float64)
         for j, i in enumerate(rows):
             if done[j]:
@@ -305,7 +322,13 @@ class CubeJudge:
         inside = search.certifiable(search.radius)
         if search.coarse:
             inside = inside and search.radius <= search.safe_radius()
-        if fits.rel[j] <= self.config.rtol and search.last_consistent() and inside:
+        consistent = search.last_consistent()
+        if kinds.unnormalised[j] or (consistent and search.hides_curvature()):
+            # Shrinking further would only hide the curvature deeper.
+            search.curved = True
+            self.finish(i, search)
+            return True
+        if fits.rel[j] <= self.config.rtol and consistent and inside:
             self._certified(fits, j, i, search.radius, float64)
             return True
         nxt = None
@@ -382,7 +405,13 @@ class CubeJudge:
         else:
             state.record_fallback(i)
         status = state.result.status
-        if search.coarse and best is not None and rel < 1.0 and not self._absolute(i):
+        if (
+            search.coarse
+            and not search.curved
+            and best is not None
+            and rel < 1.0
+            and not self._absolute(i)
+        ):
             status[i] = "exact" if rel <= self.config.rtol else "approximate"
             return
         status[i] = self._failure_status(i, search)
@@ -470,6 +499,17 @@ def relative_bound(stat, wc, slope, float64):
     return np.where(float64[:, None], plain, coarse).max(axis=1)
 
 
+def _unnormalised(P, n):
+    """Rows whose cube has float64 probabilities that miss a sum of 1 by more
+    than their rounding: the service added something to a softmax (an
+    offset on a class, a smoothing), whose log is not affine."""
+    if P is None:
+        return np.zeros(n, dtype=bool)
+    K = P.shape[2]
+    miss = np.abs(P.sum(axis=2) - 1.0).max(axis=1)
+    return miss > _SUM_ULPS * K * np.finfo(np.float64).eps
+
+
 def _clipped(P, n):
     """Rows whose cube shows a class probability held at one value.
 
@@ -482,4 +522,18 @@ def _clipped(P, n):
         return np.zeros(n, dtype=bool)
     same = np.all(P == P[:, :1, :], axis=1)
     constant = same & (P[:, 0, :] < 0.5)
+    # A floor that the service renormalises (clip, then divide by the sum)
+    # or smooths away ((P + eps) / (1 + K eps)) leaves a small probability
+    # that moves, but only by the renormalisation: its log spans a minute
+    # fraction of what the others' logs span. Under a softmax of affine
+    # logits a small class's log moves like the top class's minus its own,
+    # which only a class parallel to the top one escapes.
+    with np.errstate(divide="ignore", invalid="ignore"):
+        L = np.log(P)
+        span = np.nanmax(L, axis=1) - np.nanmin(L, axis=1)
+        widest = np.nanmax(span, axis=1, keepdims=True)
+        held = (P[:, 0, :] < _FLOOR_P) & (span <= _FLOOR_SPAN * widest)
+    # A probability of 0 in the cube (an infinite span) is not a floor: such
+    # cubes are unusable and flagged as such.
+    constant |= held & (widest > 0) & np.isfinite(widest)
     return constant.any(axis=1) & ~same.all(axis=1)

@@ -83,8 +83,10 @@ STATUSES = {
     "boundary": "the row is too close to a boundary between linear regions: "
     "every cube small enough to stay in its region is too small to resolve "
     "the slope at the response precision",
-    "not_piecewise_linear": "residuals scale like the square of the radius "
-    "over several radii: the model is smooth and curved, not piecewise linear",
+    "not_piecewise_linear": "the responses are not those of a piecewise-linear "
+    "model at their precision: residuals that fall like the square of the radius "
+    "(a smooth, curved model, or probabilities smoothed by the service), or "
+    "float64 probabilities whose sum misses 1 by more than their rounding",
     "flat": "the responses are bitwise identical all around the row (a dead "
     "region, e.g. every unit of a ReLU layer off; for responses coarser than "
     "float64, on the largest cube): the slopes are zero to within the response "

@@ -46,6 +46,11 @@ COARSE_MARGIN = 4.0
 # its noise model, in its units (the model may be off by COARSE_MISFIT in
 # variance).
 ROUNDED_NOISE_CAP = np.sqrt(COARSE_MISFIT)
+# A larger inconsistent cube whose residual is at most this many times a
+# curvature's extrapolation (radius squared) from a consistent cube's makes
+# that consistency unproven (see RadiusSearch.hides_curvature); it allows
+# for the spread of residual estimates with few degrees of freedom.
+CURVATURE_MARGIN = 4.0
 
 
 @dataclass
@@ -127,6 +132,10 @@ class RadiusSearch:
         # The step of the row's cubes when they are drawn from the exact
         # basis (decided by each fresh cube), else None.
         self.drawn_step = None
+        # Set when a consistent cube's residuals fell from a larger cube's no
+        # faster than a curvature's (see hides_curvature): the row is not
+        # certified, whatever its bound.
+        self.curved = False
 
     def _excess(self, att):
         if att.bad:
@@ -399,8 +408,56 @@ class RadiusSearch:
         """Whether attempt ``k`` is consistent under what is known now."""
         return not self._excess(self.history[k])
 
+    def hides_curvature(self):
+        """Whether the last (consistent) attempt may owe its consistency to a
+        curvature shrunk below the noise.
+
+        A smooth response's residuals fall like the radius squared as the
+        cube shrinks, below any noise level at last, while its slope stays
+        that of the smooth function (a smoothed or renormalised probability,
+        a sigmoid computed another way), not that of any linear region. A
+        kink's residual drops abruptly instead once the cube no longer
+        reaches it. So a consistent cube counts only if every inconsistent
+        larger cube's residual stands more than ``CURVATURE_MARGIN`` times
+        above the curvature's extrapolation to it.
+        """
+        if self.coarse:
+            # Coarse responses have their own guard, the margin inside the
+            # smallest failed cube; their noise, not a floor far above the
+            # actual rounding, sets their residuals, which move with it.
+            return False
+        last = self.history[-1]
+        if not last.steady:
+            # The noise scale of a cube that reaches a probability known as
+            # 1 - p changes with the cube: its residuals in those units do
+            # not scale like the response's curvature.
+            return False
+        level = max(last.sigma_max, 1.0)
+        for a in self.history[:-1]:
+            if a.bad or not a.steady or a.radius <= last.radius:
+                continue
+            if not self._excess(a):
+                continue
+            if a.sigma_max <= CURVATURE_MARGIN * level * (a.radius / last.radius) ** 2:
+                return True
+        return False
+
+    def _kink_scaling(self):
+        """Two inconsistent cubes whose residuals scale like the radius, as a
+        kink's do, not like its square."""
+        exc = [a for a in self.history if not a.bad and self._excess(a)]
+        for j, b in enumerate(exc):
+            for a in exc[:j]:
+                big, small = (a, b) if a.radius > b.radius else (b, a)
+                if big.radius >= 2.0 * small.radius:
+                    if 0.5 <= _exponent(big, small) <= 1.5:
+                        return True
+        return False
+
     def failure_status(self):
         """Name the reason no attempt was certified."""
+        if self.curved and not self._kink_scaling():
+            return "not_piecewise_linear"
         exc = [a for a in self.history if not a.bad and self._excess(a)]
         if not exc:
             return "saturated" if any(a.bad for a in self.history) else "imprecise"

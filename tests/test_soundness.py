@@ -113,3 +113,78 @@ def test_auto_radius_with_region_reuse_is_finite():
     W, _ = local_linear_model(lmt, X[:40])
     assert (e.status == "exact").mean() > 0.9
     _assert_sound(e, W)
+
+
+@pytest.fixture(scope="module")
+def digits_mlp():
+    """The digits MLP and 300 held-out rows with its white-box truth."""
+    X, y = load_digits(return_X_y=True)
+    X = X / 16
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        mlp = MLPClassifier((64, 32), max_iter=500, random_state=0)
+        mlp.fit(X[:1200], y[:1200])
+    rows = X[1200:1500]
+    W, _ = local_linear_model(mlp, rows)
+    return mlp, X[:1200], rows, W
+
+
+def _explain(fn, X_fit, rows):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        return OpenAPIExplainer(fn, random_state=0).fit(X_fit).explain(rows)
+
+
+def test_clipped_and_renormalised_probabilities_are_never_certified_wrong(
+    digits_mlp,
+):
+    # A service that clips to [1e-7, 1 - 1e-7] and renormalises: the floored
+    # classes move, by the renormalisation alone, so they are not bitwise
+    # constant; 44 rows of 478 were certified exact on them, up to 9.9e8
+    # times past their bounds.
+    mlp, X_fit, rows, W = digits_mlp
+
+    def clipped(Z):
+        P = np.clip(mlp.predict_proba(Z), 1e-7, 1 - 1e-7)
+        return P / P.sum(axis=1, keepdims=True)
+
+    e = _explain(clipped, X_fit, rows)
+    _assert_sound(e, W)
+    floored = (mlp.predict_proba(rows) < 1e-7).any(axis=1)
+    assert floored.sum() > 200
+    assert set(e.status[floored]) <= {"saturated", "flat"}
+
+
+@pytest.mark.parametrize("eps", [1e-9, 1e-7, 1e-5])
+def test_smoothed_probabilities_are_not_piecewise_linear(digits_mlp, eps):
+    # (P + eps) / (1 + K eps): smooth, its slopes off the network's by up to
+    # eps / p; shrinking the cube hides its curvature below the noise.
+    mlp, X_fit, rows, W = digits_mlp
+    e = _explain(lambda Z: (mlp.predict_proba(Z) + eps) / (1 + 10 * eps), X_fit, rows)
+    _assert_sound(e, W)
+    assert (e.status == "not_piecewise_linear").mean() > 0.5
+
+
+@pytest.mark.parametrize("eps", [1e-9, 1e-7])
+def test_an_offset_within_the_sum_tolerance_is_not_certified(digits_mlp, eps):
+    # eps added to one class: the sum misses 1 by eps, inside the responses'
+    # validation, but far beyond a float64 softmax's rounding.
+    mlp, X_fit, rows, W = digits_mlp
+
+    def offset(Z):
+        P = mlp.predict_proba(Z)
+        P[:, 0] += eps
+        return P
+
+    e = _explain(offset, X_fit, rows)
+    _assert_sound(e, W)
+    assert not np.isin(e.status, ["exact", "approximate"]).any()
+
+
+def test_the_plain_network_is_still_certified(digits_mlp):
+    # What the rules above cost an ordinary float64 network: nothing.
+    mlp, X_fit, rows, W = digits_mlp
+    e = _explain(mlp, X_fit, rows)
+    _assert_sound(e, W)
+    assert (e.status == "exact").mean() >= 0.99
+    assert e.n_queries.mean() <= 1.10 * (rows.shape[1] + 2)
