@@ -72,6 +72,11 @@ _SMALL_P = 2.0**-10
 # A binary row's smaller probability is on that grid whenever it is computed
 # as one minus the other; up to 1/2 its absolute error still counts.
 _BINARY_GRID_P = 0.5
+# A class on the grid of one minus a larger probability at this share of a
+# cube's points (and at two) carries that absolute error at all of them
+# (see whole_class): a probability computed directly lands on the grid below
+# 2^-10 at a point with a chance of 2^-9 at most.
+_GRID_SHARE = 0.125
 
 
 def noise_inflation(n_witnesses, level=1e-3):
@@ -132,6 +137,7 @@ def noise_scale(L, P=None, unmarked=None):
         on_grid = grid_rounded(P)
         if unmarked is not None and unmarked.any():
             on_grid |= near_grid(P) & np.asarray(unmarked)[:, None, None]
+        on_grid = whole_class(on_grid, P)
         # Rounding to the grid of 1 - p errs by at most eps/4, and the larger
         # probability itself by about as much again.
         safe = np.where(on_grid, P, 1.0)
@@ -139,6 +145,27 @@ def noise_scale(L, P=None, unmarked=None):
         tau = tau + absolute.max(axis=2)
         tau = tau + binary_grid_error(P, unmarked)[:, None]
     return tau
+
+
+def whole_class(on_grid, P, small_p=_SMALL_P):
+    """Marks (n, m, K) of the small probabilities with an absolute error,
+    extended from the points that show it to every point of their class.
+
+    A class computed as one minus the others (or by any formula with an
+    absolute error, such as ``0.5 tanh(z / 2) + 0.5``) carries that error at
+    every point, but only lands on the grid of ``2**-53`` at some: on a finer
+    grid (``2**-54``) about half of them. Marked alone, those points weigh
+    little in the fit and the unmarked rest, taken as precise, are fitted as
+    if they were, leaving the residual test no power. A class whose marks
+    are too many for chance (at least ``_GRID_SHARE`` of the cube's points,
+    and two) carries the error at all its small points.
+    """
+    if on_grid.ndim != 3 or on_grid.shape[1] < 2:
+        return on_grid
+    count = on_grid.sum(axis=1, keepdims=True)
+    m = on_grid.shape[1]
+    shown = count >= max(2.0, _GRID_SHARE * m)
+    return on_grid | (shown & (P > 0) & (P < small_p))
 
 
 def binary_grid_error(P, unmarked=None):

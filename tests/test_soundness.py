@@ -12,9 +12,11 @@ import warnings
 
 import numpy as np
 import pytest
-from sklearn.datasets import load_digits
+from sklearn.datasets import load_breast_cancer, load_digits
 from sklearn.exceptions import ConvergenceWarning
+from sklearn.linear_model import LogisticRegression
 from sklearn.neural_network import MLPClassifier
+from sklearn.preprocessing import StandardScaler
 
 from sklearn_plm_explain import (
     LogisticModelTreeClassifier,
@@ -22,6 +24,7 @@ from sklearn_plm_explain import (
     decision_features,
     local_linear_model,
 )
+from sklearn_plm_explain._served import onnx_float32
 
 RTOL = 1e-8
 
@@ -188,3 +191,70 @@ def test_the_plain_network_is_still_certified(digits_mlp):
     _assert_sound(e, W)
     assert (e.status == "exact").mean() >= 0.99
     assert e.n_queries.mean() <= 1.10 * (rows.shape[1] + 2)
+
+
+def _rows_at_logits(rng, X, w, b, lo, hi):
+    """Data rows moved along ``w`` to logits ``|z| ~ U(lo, hi)`` of alternating
+    sign: the small probability is p1 in even rows, p0 = 1 - p1 in odd ones."""
+    n = X.shape[0]
+    z = np.where(np.arange(n) % 2 == 0, -1.0, 1.0) * rng.uniform(lo, hi, n)
+    return X + ((z - X @ w - b) / (w @ w))[:, None] * w
+
+
+def test_a_sigmoid_computed_through_tanh_keeps_its_bounds():
+    # p = 0.5 tanh(z / 2) + 0.5 in float64: a small p carries an absolute
+    # error and lands on the grid of 2^-54, so only about half of a cube's
+    # points sit on the grid of 1 - p; weighted apart, the rest were fitted
+    # as precise and "exact" rows came out up to 7 times past their bounds.
+    X, y = load_breast_cancer(return_X_y=True)
+    X = StandardScaler().fit_transform(X)
+    lr = LogisticRegression(max_iter=5000).fit(X, y)
+    w, b = lr.coef_[0], lr.intercept_[0]
+    rows = _rows_at_logits(np.random.default_rng(0), X[:300], w, b, 1.0, 17.0)
+
+    def tanh_sigmoid(Z):
+        p = 0.5 * np.tanh(0.5 * (np.asarray(Z) @ w + b)) + 0.5
+        return np.column_stack([1.0 - p, p])
+
+    e = _explain(tanh_sigmoid, X, rows)
+    W, _ = local_linear_model(lr, rows)
+    _assert_sound(e, W)
+    assert (e.status == "exact").mean() > 0.9
+
+
+@pytest.mark.slow
+def test_onnx_float32_binary_network_keeps_its_bounds():
+    # A real ONNX Runtime float32 export of a binary network; rows at logits
+    # 5 to 17 of both signs, so that both p0 and p1 are small.
+    pytest.importorskip("onnxruntime")
+    pytest.importorskip("skl2onnx")
+    X, y = load_breast_cancer(return_X_y=True)
+    X = StandardScaler().fit_transform(X)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        mlp = MLPClassifier((32, 16), max_iter=500, random_state=0).fit(X, y)
+    rows = _binary_rows_at_logits(mlp, X, np.random.default_rng(0), 5.0, 17.0)
+    assert rows.shape[0] >= 300
+    W, _ = local_linear_model(mlp, rows)
+    e = _explain(onnx_float32(mlp, X.shape[1]), X, rows)
+    _assert_sound(e, W)
+    z = np.log(mlp.predict_proba(rows)[:, 1]) - np.log(mlp.predict_proba(rows)[:, 0])
+    assert (z < -5).sum() > 100 and (z > 5).sum() > 100
+
+
+def _binary_rows_at_logits(mlp, X, rng, lo, hi, n=340):
+    """Rows of a binary network placed by Newton steps on its exact local
+    slopes at logits ``|z| ~ U(lo, hi)`` of alternating sign."""
+    Z = np.resize(X, (n, X.shape[1])) + 0.05 * rng.standard_normal((n, X.shape[1]))
+    target = np.where(np.arange(n) % 2 == 0, -1.0, 1.0) * rng.uniform(lo, hi, n)
+    for _ in range(80):
+        W, b = local_linear_model(mlp, Z)
+        g = W[:, :, 1] - W[:, :, 0]
+        s = np.einsum("ij,ij->i", g, Z) + b[:, 1] - b[:, 0]
+        step = ((target - s) / np.einsum("ij,ij->i", g, g))[:, None] * g
+        norm = np.linalg.norm(step, axis=1, keepdims=True)
+        Z = Z + step * np.minimum(1.0, 0.5 / np.maximum(norm, 1e-300))
+    W, b = local_linear_model(mlp, Z)
+    g = W[:, :, 1] - W[:, :, 0]
+    s = np.einsum("ij,ij->i", g, Z) + b[:, 1] - b[:, 0]
+    return Z[np.abs(s - target) < 1e-6][:300]
