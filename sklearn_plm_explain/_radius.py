@@ -161,6 +161,13 @@ class RadiusSearch:
                 cap = self.noise_cap
                 if self.rounded:
                     cap = min(cap, ROUNDED_NOISE_CAP)
+                if not self.coarse and a.steady and b.steady:
+                    # Deterministic float64 responses whose noise scale is
+                    # the relative floor at every point have no noise above
+                    # it to learn: a residual that stays put as the cube
+                    # shrinks is a step across a region thinner than the
+                    # cubes (a slab), whose slope no cube around it sees.
+                    cap = min(cap, 1.0)
                 if np.max(level) > cap:
                     continue
                 if self.noise is not None:
