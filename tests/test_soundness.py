@@ -308,3 +308,47 @@ def test_a_slab_thinner_than_the_cubes_is_never_certified():
     proba, W, X, rows = _slab_network(300, 0)
     e = _explain(proba, X, rows)
     _assert_sound(e, W)
+
+
+def _dense_kink_network(n_rows, seed, rel, d=16, C=4, per_row=16):
+    """Affine logits plus ``per_row`` weak ReLU hinges near each row, random
+    directions, their hyperplanes 1e-9 to 1e-4 standard deviations from the
+    row on a random side, each changing the slopes by about ``rel``."""
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((400, d)) * rng.uniform(0.5, 3.0, d)
+    scale = X.std(axis=0)
+    A = rng.standard_normal((d, C)) / scale[:, None]
+    c = 0.3 * rng.standard_normal(C)
+    rows = 0.5 * rng.standard_normal((n_rows, d)) * scale
+    centred = np.abs(A - A.mean(axis=1, keepdims=True)).sum()
+    U, u0, V = [], [], []
+    for x in rows:
+        for _ in range(per_row):
+            n = rng.standard_normal(d)
+            n = n / np.linalg.norm(n) / scale
+            v = rng.standard_normal(C)
+            v = v / np.linalg.norm(v)
+            size = rel * centred / np.abs(np.outer(n, v - v.mean())).sum()
+            U.append(n)
+            u0.append(-(x @ n + rng.choice([-1.0, 1.0]) * 10 ** rng.uniform(-9, -4)))
+            V.append(size * 10 ** rng.uniform(-0.5, 0.5) * v)
+    U, u0, V = np.array(U).T, np.array(u0), np.array(V)
+
+    def proba(Z):
+        Z = np.asarray(Z)
+        z = Z @ A + c + np.maximum(Z @ U + u0, 0.0) @ V
+        e = np.exp(z - z.max(axis=1, keepdims=True))
+        return e / e.sum(axis=1, keepdims=True)
+
+    on = (rows @ U + u0 > 0).astype(np.float64)
+    W = A[None] + np.einsum("dh,nh,hc->ndc", U, on, V)
+    return proba, W, X, rows
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("rel", [1e-7, 1e-9, 1e-11])
+def test_dense_weak_kinks_keep_their_bounds(rel):
+    # Sixteen weak hinges around every row, some inside every cube.
+    proba, W, X, rows = _dense_kink_network(300, 1, rel)
+    e = _explain(proba, X, rows)
+    _assert_sound(e, W)
