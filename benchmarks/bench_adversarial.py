@@ -134,6 +134,11 @@ def place_binary_logits(mlp, starts, targets, n_iter=80, tol=1e-9, max_step=0.5)
     return Z[ok], s[ok]
 
 
+def _side_tags(z):
+    """'small p1' (z < 0) or 'small p0' (z > 0), with the logit."""
+    return [f"small p{0 if v > 0 else 1} (z={v:.2f})" for v in z]
+
+
 def _signed_targets(rng, n, lo, hi):
     """Logits with |z| ~ U(lo, hi), alternately negative (small p1) and positive
     (small p0)."""
@@ -179,6 +184,17 @@ class HingeNet:
         return self.A[None] + np.einsum("dh,nh,hc->ndc", self.U, on, self.V)
 
 
+class TaggedRows(np.ndarray):
+    """Rows with a per-row description ``tags`` (shown by ``--details``); a
+    plain ndarray for every other purpose (``np.asarray`` drops the tags)."""
+
+
+def _tagged(rows, tags):
+    out = np.asarray(rows).view(TaggedRows)
+    out.tags = np.asarray(tags, dtype=object)
+    return out
+
+
 def _base_affine(rng, d, C, n_fit=400):
     """Fit data (anisotropic scales), its std, and a random affine base A, c."""
     X = rng.standard_normal((n_fit, d)) * rng.uniform(0.5, 3.0, d)
@@ -210,10 +226,11 @@ def build_F1(n_rows=300, seed=0, lo=4.0, hi=10.0):
     rng = np.random.default_rng(seed)
     starts = _take(X, n_rows + 40)
     starts = starts + 0.05 * rng.standard_normal(starts.shape)
-    rows, _ = place_binary_logits(
+    rows, z = place_binary_logits(
         mlp, starts, _signed_targets(rng, len(starts), lo, hi)
     )
-    return onnx_float32(mlp, X.shape[1]), mlp, X_train, rows[:n_rows]
+    rows = _tagged(rows[:n_rows], _side_tags(z[:n_rows]))
+    return onnx_float32(mlp, X.shape[1]), mlp, X_train, rows
 
 
 def build_F1_digits(n_rows=300, seed=0, lo=4.0, hi=10.0):
@@ -222,10 +239,11 @@ def build_F1_digits(n_rows=300, seed=0, lo=4.0, hi=10.0):
     mlp = _fit_mlp((64, 32), X_train, (y_train >= 5).astype(int))
     rng = np.random.default_rng(seed)
     starts = _take(np.vstack([X_test, X_train]), n_rows + 40)
-    rows, _ = place_binary_logits(
+    rows, z = place_binary_logits(
         mlp, starts, _signed_targets(rng, len(starts), lo, hi)
     )
-    return onnx_float32(mlp, X_train.shape[1]), mlp, X_train, rows[:n_rows]
+    rows = _tagged(rows[:n_rows], _side_tags(z[:n_rows]))
+    return onnx_float32(mlp, X_train.shape[1]), mlp, X_train, rows
 
 
 # -- F1': float64 tanh sigmoid of a linear model -----------------------------------
@@ -247,7 +265,7 @@ def build_F1p(n_rows=300, seed=0, lo=1.0, hi=17.0):
         p = 0.5 * np.tanh(0.5 * s) + 0.5
         return np.column_stack([1.0 - p, p])
 
-    return predict_proba, lr, X, rows
+    return predict_proba, lr, X, _tagged(rows, _side_tags(rows @ w + b))
 
 
 # -- F6: clipped and renormalised probabilities ------------------------------------
@@ -302,18 +320,24 @@ def build_F5(n_rows=300, seed=0, d=16, C=4, width=1e-7, rel=1e-5, inside=2 / 3):
     rng = np.random.default_rng(seed)
     X, scale, A, c = _base_affine(rng, d, C)
     rows = 0.5 * rng.standard_normal((n_rows, d)) * scale
-    U, u0, V = [], [], []
+    U, u0, V, tags = [], [], [], []
     for i in range(n_rows):
         n = rng.standard_normal(d)
         n /= np.linalg.norm(n)
         ns = n / scale
         s0 = rows[i] @ ns
         if rng.uniform() < inside:
-            t = s0 - rng.uniform(0.02, 0.98) * width
+            u = rng.uniform(0.02, 0.98)
+            t = s0 - u * width
+            tags.append(f"inside ({u:.2f} of the width)")
         elif rng.uniform() < 0.5:
-            t = s0 + 10 ** rng.uniform(-9, -6.5)  # row below the slab
+            gap = 10 ** rng.uniform(-9, -6.5)
+            t = s0 + gap  # row below the slab
+            tags.append(f"outside ({gap:.1e} std below)")
         else:
-            t = s0 - width - 10 ** rng.uniform(-9, -6.5)  # row above it
+            gap = 10 ** rng.uniform(-9, -6.5)
+            t = s0 - width - gap  # row above it
+            tags.append(f"outside ({gap:.1e} std above)")
         v = rng.standard_normal(C)
         v /= np.linalg.norm(v)
         size = _hinge_size(A, ns, v, rel)
@@ -321,7 +345,7 @@ def build_F5(n_rows=300, seed=0, d=16, C=4, width=1e-7, rel=1e-5, inside=2 / 3):
         u0 += [-t, -(t + width)]
         V += [size * v, -size * v]
     net = HingeNet(A, c, np.array(U).T, np.array(u0), np.array(V))
-    return net, net.slopes, X, rows
+    return net, net.slopes, X, _tagged(rows, tags)
 
 
 # -- dense weak kinks --------------------------------------------------------------
@@ -337,14 +361,16 @@ def build_dense_kinks(
     rng = np.random.default_rng(seed)
     X, scale, A, c = _base_affine(rng, d, C)
     rows = 0.5 * rng.standard_normal((n_rows, d)) * scale
-    U, u0, V = [], [], []
+    U, u0, V, tags = [], [], [], []
     for i in range(n_rows):
-        v = None
+        v, near = None, np.inf
         for j in range(per_row):
             n = rng.standard_normal(d)
             n /= np.linalg.norm(n)
             ns = n / scale
-            t = rows[i] @ ns + rng.choice([-1, 1]) * 10 ** rng.uniform(*dist)
+            gap = 10 ** rng.uniform(*dist)
+            near = min(near, gap)
+            t = rows[i] @ ns + rng.choice([-1, 1]) * gap
             if v is None or not saddle or j % 2 == 0:
                 v = rng.standard_normal(C)
                 v /= np.linalg.norm(v)
@@ -358,8 +384,11 @@ def build_dense_kinks(
                 U.append(ns)
                 u0.append(-t)
                 V.append(size * v)
+        tags.append(
+            f"nearest own hinge 1e{int(np.floor(np.log10(near)))}+ std ({near:.1e})"
+        )
     net = HingeNet(A, c, np.array(U).T, np.array(u0), np.array(V))
-    return net, net.slopes, X, rows
+    return net, net.slopes, X, _tagged(rows, tags)
 
 
 def build_dense_kinks_saddle(n_rows=300, seed=0, **kw):
@@ -392,13 +421,15 @@ def build_weak_kink(
     groups = groups.reshape(len(weakness), units_per_group)
     for g, weak in zip(groups, weakness):
         model.coefs_[1][g] *= weak
+    tags = []
     for i in range(n_rows):
         h = rng.choice(groups[i % len(weakness)])
         distance = distances[(i // len(weakness)) % len(distances)]
+        tags.append(f"weakness {weakness[i % len(weakness)]:g}, distance {distance:g}")
         w = W[:, h]
         rows[i] -= (rows[i] @ w + b[h]) / (w @ w) * w
         rows[i] += distance * rng.choice([-1, 1]) * w / np.linalg.norm(w)
-    return model, model, X_fit, rows
+    return model, model, X_fit, _tagged(rows, tags)
 
 
 # -- F3: degenerate scales and huge rows -------------------------------------------
@@ -532,9 +563,15 @@ BUILDERS.update(
         "dense_kinks_saddle": variant(
             build_dense_kinks, "dense_kinks_saddle", dist=(-6, -3), saddle=True
         ),
-        "dense_kinks_1e-8": variant(build_dense_kinks, "dense_kinks_1e-8", rel=1e-8),
+        "dense_kinks_1e-8": variant(
+            build_dense_kinks, "dense_kinks_1e-8", rel=1e-8, per_row=4
+        ),
         "dense_kinks_saddle_1e-8": variant(
-            build_dense_kinks, "dense_kinks_saddle_1e-8", rel=1e-8, saddle=True
+            build_dense_kinks,
+            "dense_kinks_saddle_1e-8",
+            rel=1e-8,
+            per_row=4,
+            saddle=True,
         ),
         "weak_kink": build_weak_kink,
         "F3_tiny_std": build_F3_tiny_std,
@@ -683,12 +720,29 @@ def details(r, top=8):
     idx = np.flatnonzero(bad)
     idx = idx[np.argsort(-np.nan_to_num(ratio[idx], nan=np.inf))][:top]
     P = _truth_proba(r, idx)
+    tags = getattr(r["rows"], "tags", None)
+    if tags is not None:
+        coarse = np.array([str(t).split(" (")[0] for t in tags])
+        for what, sel in [
+            ("all rows", np.ones(len(tags), bool)),
+            ("failing rows", bad),
+        ]:
+            keys, n_tag = np.unique(
+                np.char.add(coarse[sel], np.char.add(": ", status[sel].astype(str))),
+                return_counts=True,
+            )
+            lines.append(
+                f"  {what} by tag: "
+                + ", ".join(f"{t} {c}" for t, c in zip(keys, n_tag))
+            )
     lines.append(
         "    row  status       precision   bound     err       err/bound  radius"
         "    n_iter  min p (class) of the float64 model"
     )
     for k, i in enumerate(idx):
         pm = "" if P is None else f"{P[k].min():.2e} ({int(P[k].argmin())})"
+        if tags is not None:
+            pm += f"  [{tags[i]}]"
         lines.append(
             f"    {i:<4d} {status[i]:<12s} {rp[i]:<11s} {bound[i]:<9.2e} "
             f"{err[i]:<9.2e} {ratio[i]:<10.3g} {e.radius[i]:<9.2e} "
@@ -755,6 +809,7 @@ def main(argv=None):
         results.append(r)
         rows.append(table_row(r))
         print(f"[{name}: {r['seconds']:.1f}s]", file=sys.stderr, flush=True)
+
     import platform
 
     import scipy
