@@ -260,18 +260,41 @@ def _binary_rows_at_logits(mlp, X, rng, lo, hi, n=340):
     return Z[np.abs(s - target) < 1e-6][:300]
 
 
-def _slab_network(n_rows, seed, d=16, C=4, width=1e-7, rel=1e-5):
-    """Affine logits plus, for each row, a slab ``width`` standard deviations
-    wide (two ReLU units) whose inside slope differs by ``rel`` of the base:
-    two thirds of the rows inside their slab, the others just outside.
-    Returns the probabilities' function, the rows' true slopes (n, d, C),
-    the fit data and the rows."""
+def _affine_base(seed, n_rows, d, C):
+    """Fit data on anisotropic scales, random affine logits ``X @ A + c`` and
+    rows around the origin."""
     rng = np.random.default_rng(seed)
     X = rng.standard_normal((400, d)) * rng.uniform(0.5, 3.0, d)
     scale = X.std(axis=0)
     A = rng.standard_normal((d, C)) / scale[:, None]
     c = 0.3 * rng.standard_normal(C)
     rows = 0.5 * rng.standard_normal((n_rows, d)) * scale
+    return rng, X, scale, A, c, rows
+
+
+def _with_hinges(A, c, U, u0, V, X, rows):
+    """The softmax of ``X @ A + c + relu(X @ U + u0) @ V`` (hinges given as
+    lists of units), the rows' true slopes (n, d, C), the fit data and rows."""
+    U, u0, V = np.array(U).T, np.array(u0), np.array(V)
+
+    def proba(Z):
+        Z = np.asarray(Z)
+        z = Z @ A + c + np.maximum(Z @ U + u0, 0.0) @ V
+        e = np.exp(z - z.max(axis=1, keepdims=True))
+        return e / e.sum(axis=1, keepdims=True)
+
+    on = (rows @ U + u0 > 0).astype(np.float64)
+    W = A[None] + np.einsum("dh,nh,hc->ndc", U, on, V)
+    return proba, W, X, rows
+
+
+def _slab_network(n_rows, seed, d=16, C=4, width=1e-7, rel=1e-5):
+    """Affine logits plus, for each row, a slab ``width`` standard deviations
+    wide (two ReLU units) whose inside slope differs by ``rel`` of the base:
+    two thirds of the rows inside their slab, the others just outside.
+    Returns the probabilities' function, the rows' true slopes (n, d, C),
+    the fit data and the rows."""
+    rng, X, scale, A, c, rows = _affine_base(seed, n_rows, d, C)
     U, u0, V = [], [], []
     centred = np.abs(A - A.mean(axis=1, keepdims=True)).sum()
     for x in rows:
@@ -287,17 +310,7 @@ def _slab_network(n_rows, seed, d=16, C=4, width=1e-7, rel=1e-5):
         U += [n, n]
         u0 += [-t, -t - width]
         V += [size * v, -size * v]
-    U, u0, V = np.array(U).T, np.array(u0), np.array(V)
-
-    def proba(Z):
-        Z = np.asarray(Z)
-        z = Z @ A + c + np.maximum(Z @ U + u0, 0.0) @ V
-        e = np.exp(z - z.max(axis=1, keepdims=True))
-        return e / e.sum(axis=1, keepdims=True)
-
-    on = (rows @ U + u0 > 0).astype(np.float64)
-    W = A[None] + np.einsum("dh,nh,hc->ndc", U, on, V)
-    return proba, W, X, rows
+    return _with_hinges(A, c, U, u0, V, X, rows)
 
 
 def test_a_slab_thinner_than_the_cubes_is_never_certified():
@@ -314,12 +327,7 @@ def _dense_kink_network(n_rows, seed, rel, d=16, C=4, per_row=16):
     """Affine logits plus ``per_row`` weak ReLU hinges near each row, random
     directions, their hyperplanes 1e-9 to 1e-4 standard deviations from the
     row on a random side, each changing the slopes by about ``rel``."""
-    rng = np.random.default_rng(seed)
-    X = rng.standard_normal((400, d)) * rng.uniform(0.5, 3.0, d)
-    scale = X.std(axis=0)
-    A = rng.standard_normal((d, C)) / scale[:, None]
-    c = 0.3 * rng.standard_normal(C)
-    rows = 0.5 * rng.standard_normal((n_rows, d)) * scale
+    rng, X, scale, A, c, rows = _affine_base(seed, n_rows, d, C)
     centred = np.abs(A - A.mean(axis=1, keepdims=True)).sum()
     U, u0, V = [], [], []
     for x in rows:
@@ -332,17 +340,7 @@ def _dense_kink_network(n_rows, seed, rel, d=16, C=4, per_row=16):
             U.append(n)
             u0.append(-(x @ n + rng.choice([-1.0, 1.0]) * 10 ** rng.uniform(-9, -4)))
             V.append(size * 10 ** rng.uniform(-0.5, 0.5) * v)
-    U, u0, V = np.array(U).T, np.array(u0), np.array(V)
-
-    def proba(Z):
-        Z = np.asarray(Z)
-        z = Z @ A + c + np.maximum(Z @ U + u0, 0.0) @ V
-        e = np.exp(z - z.max(axis=1, keepdims=True))
-        return e / e.sum(axis=1, keepdims=True)
-
-    on = (rows @ U + u0 > 0).astype(np.float64)
-    W = A[None] + np.einsum("dh,nh,hc->ndc", U, on, V)
-    return proba, W, X, rows
+    return _with_hinges(A, c, U, u0, V, X, rows)
 
 
 @pytest.mark.slow
