@@ -30,6 +30,7 @@ import traceback
 import warnings
 
 import numpy as np
+from bench_precision import class_errors
 from sklearn.datasets import load_breast_cancer, load_digits
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.linear_model import LogisticRegression
@@ -38,7 +39,7 @@ from sklearn.neural_network import MLPClassifier
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
-from sklearn_plm_explain import OpenAPIExplainer, decision_features, local_linear_model
+from sklearn_plm_explain import OpenAPIExplainer, local_linear_model
 from sklearn_plm_explain._served import classification_mlp, mlp_logits, onnx_float32
 
 CERTIFIED = ("exact", "approximate")
@@ -54,15 +55,7 @@ def truth_slopes(truth, X):
 
 def errors(e, truth, X):
     """As benchmarks/bench_precision.py: worst class's relative L1 error."""
-    W = truth_slopes(truth, X)
-    C = W.shape[2]
-    out = []
-    for c in range(C):
-        t = decision_features(W, np.full(len(X), c))
-        est = C / (C - 1) * e.coef[:, :, c]
-        with np.errstate(invalid="ignore", divide="ignore"):
-            out.append(np.abs(est - t).sum(1) / np.abs(t).sum(1))
-    return np.max(out, axis=0)
+    return class_errors(e, truth_slopes(truth, X))
 
 
 # -- shared pieces -----------------------------------------------------------------

@@ -53,11 +53,16 @@ CERTIFIED = ("exact", "approximate")
 
 
 def errors(e, model, X):
-    W, _ = local_linear_model(model, X)
+    return class_errors(e, local_linear_model(model, X)[0])
+
+
+def class_errors(e, W):
+    """The worst class's relative L1 error of ``e``'s decision features
+    against the true logit slopes ``W`` (n, d, C), per row."""
     C = W.shape[2]
     out = []
     for c in range(C):
-        truth = decision_features(W, np.full(len(X), c))
+        truth = decision_features(W, np.full(W.shape[0], c))
         est = C / (C - 1) * e.coef[:, :, c]
         with np.errstate(invalid="ignore", divide="ignore"):
             out.append(np.abs(est - truth).sum(1) / np.abs(truth).sum(1))
