@@ -8,7 +8,7 @@ import time
 
 import numpy as np
 
-from sklearn_plm_explain._anchors import make_anchor_model
+from sklearn_plm_explain.utils._anchors import make_anchor_model
 
 
 def _anchor(name):

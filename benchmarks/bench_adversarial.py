@@ -40,7 +40,11 @@ from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
 from sklearn_plm_explain import OpenAPIExplainer, local_linear_model
-from sklearn_plm_explain._served import classification_mlp, mlp_logits, onnx_float32
+from sklearn_plm_explain.utils._served import (
+    classification_mlp,
+    mlp_logits,
+    onnx_float32,
+)
 
 CERTIFIED = ("exact", "approximate")
 

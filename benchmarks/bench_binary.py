@@ -26,7 +26,7 @@ from bench_precision import CERTIFIED, errors
 from sklearn.exceptions import ConvergenceWarning
 
 from sklearn_plm_explain import OpenAPIExplainer
-from sklearn_plm_explain._served import random_binary_mlp
+from sklearn_plm_explain.utils._served import random_binary_mlp
 
 # The rows' smaller probability, by bands: below the grid's point-by-point
 # cutoff, the band where the absolute error of 1 - p still rules, above it.

@@ -25,7 +25,7 @@ from sklearn.datasets import load_breast_cancer, load_iris, load_wine
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.neural_network import MLPClassifier
 
-from sklearn_plm_explain._served import float32_forward, written_with_digits
+from sklearn_plm_explain.utils._served import float32_forward, written_with_digits
 
 CERTIFIED = ("exact", "approximate")
 DATA = {"iris": load_iris, "wine": load_wine, "breast cancer": load_breast_cancer}

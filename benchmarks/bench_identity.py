@@ -34,7 +34,7 @@ from sklearn_plm_explain import (
     OpenAPIExplainer,
     StableLIMEExplainer,
 )
-from sklearn_plm_explain._served import jittered, onnx_float32, rounded
+from sklearn_plm_explain.utils._served import jittered, onnx_float32, rounded
 
 
 def digest(explanation):

@@ -31,7 +31,7 @@ from sklearn.exceptions import ConvergenceWarning
 from threadpoolctl import threadpool_info
 
 from sklearn_plm_explain import OpenAPIExplainer, decision_features, local_linear_model
-from sklearn_plm_explain._anchors import make_anchor_model
+from sklearn_plm_explain.utils._anchors import make_anchor_model
 
 RTOL = 1e-8
 

@@ -24,7 +24,7 @@ from sklearn.exceptions import ConvergenceWarning
 from threadpoolctl import threadpool_info
 
 from sklearn_plm_explain import OpenAPIExplainer, StableLIMEExplainer
-from sklearn_plm_explain._anchors import make_anchor_model
+from sklearn_plm_explain.utils._anchors import make_anchor_model
 
 
 def timed(explainer, X, n_jobs, repeats=7):

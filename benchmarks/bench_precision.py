@@ -39,7 +39,7 @@ from sklearn.neural_network import MLPClassifier
 from sklearn.preprocessing import StandardScaler
 
 from sklearn_plm_explain import OpenAPIExplainer, decision_features, local_linear_model
-from sklearn_plm_explain._served import (
+from sklearn_plm_explain.utils._served import (
     as_json_float32,
     float32_forward,
     jittered,

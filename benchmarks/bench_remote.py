@@ -29,7 +29,7 @@ import sklearn
 from sklearn.exceptions import ConvergenceWarning
 
 from sklearn_plm_explain import OpenAPIExplainer, RemoteModel, StableLIMEExplainer
-from sklearn_plm_explain._anchors import make_anchor_model
+from sklearn_plm_explain.utils._anchors import make_anchor_model
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 

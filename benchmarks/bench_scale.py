@@ -808,9 +808,13 @@ def section_floor(case, repeats=7):
     that fix an affine model and test it once: lime's time over it is the
     largest ratio that any certified method could reach, with no time of
     its own."""
-    from sklearn_plm_explain._design import _basis, exact_first_solve, orthogonal_design
-    from sklearn_plm_explain._products import prod, t_prod
-    from sklearn_plm_explain._search import rows_per_group
+    from sklearn_plm_explain._openapi._design import (
+        _basis,
+        exact_first_solve,
+        orthogonal_design,
+    )
+    from sklearn_plm_explain._openapi._search import rows_per_group
+    from sklearn_plm_explain._utils._products import prod, t_prod
 
     d, C, k = 784, 10, 5  # classes; n_witnesses of the default explainer
     n = d + k

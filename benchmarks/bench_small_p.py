@@ -27,7 +27,7 @@ from bench_precision import CERTIFIED, errors
 from sklearn.exceptions import ConvergenceWarning
 
 from sklearn_plm_explain import OpenAPIExplainer
-from sklearn_plm_explain._served import binary_float32_near
+from sklearn_plm_explain.utils._served import binary_float32_near
 
 
 def kink_distance(mlp, X_train, x, radius):

@@ -30,7 +30,8 @@ import numpy as np
 from _lime_models import TimedModel, bc_rf, blas_args, header, limit_blas, table
 from sklearn.exceptions import ConvergenceWarning
 
-from sklearn_plm_explain import LimeTabularExplainer, StableLIMEExplainer, _stable_lime
+from sklearn_plm_explain import LimeTabularExplainer, StableLIMEExplainer
+from sklearn_plm_explain._lime import _stable as _stable_lime
 from sklearn_plm_explain.metrics import jaccard_stability
 
 K = 5

@@ -30,7 +30,7 @@ from bench_scale import wrong_rows
 from sklearn.exceptions import ConvergenceWarning
 
 from sklearn_plm_explain import OpenAPIExplainer
-from sklearn_plm_explain._served import classification_mlp
+from sklearn_plm_explain.utils._served import classification_mlp
 
 
 def network(d, seed):

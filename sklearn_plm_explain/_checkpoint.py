@@ -13,8 +13,8 @@ from numbers import Integral
 import numpy as np
 from sklearn import get_config
 
-from sklearn_plm_explain._blackbox import ModelResponseError, base_seed
 from sklearn_plm_explain._explanation import Explanation
+from sklearn_plm_explain._utils._blackbox import ModelResponseError, base_seed
 
 __all__ = ["Checkpoint", "CheckpointError"]
 

@@ -17,14 +17,14 @@ from sklearn.exceptions import ConvergenceWarning, NotFittedError
 from sklearn.utils.validation import check_is_fitted
 
 from sklearn_plm_explain import __version__
-from sklearn_plm_explain._anchors import make_anchor_model
 from sklearn_plm_explain._checkpoint import Checkpoint, CheckpointError
 from sklearn_plm_explain._explanation import Explanation, count_statuses
 from sklearn_plm_explain._ground_truth import local_linear_model
 from sklearn_plm_explain._lime import LimeTabularExplainer
-from sklearn_plm_explain._openapi import OpenAPIExplainer
+from sklearn_plm_explain._lime._stable import StableLIMEExplainer
+from sklearn_plm_explain._openapi._explainer import OpenAPIExplainer
 from sklearn_plm_explain._remote import RemoteModel
-from sklearn_plm_explain._stable_lime import StableLIMEExplainer
+from sklearn_plm_explain.utils._anchors import make_anchor_model
 
 
 def _all_class_errors(explanation, W):

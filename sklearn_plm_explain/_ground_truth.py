@@ -17,7 +17,7 @@ from sklearn.preprocessing import (
 from sklearn.utils._param_validation import HasMethods, validate_params
 from sklearn.utils.validation import check_array, check_is_fitted
 
-from sklearn_plm_explain._validation import is_numeric_dtype
+from sklearn_plm_explain._utils._validation import is_numeric_dtype
 
 __all__ = ["local_linear_model", "decision_features"]
 

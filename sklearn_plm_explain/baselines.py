@@ -41,7 +41,8 @@ from sklearn.base import (
 from sklearn.utils._param_validation import HasMethods, Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from sklearn_plm_explain._blackbox import (
+from sklearn_plm_explain._explanation import Explanation
+from sklearn_plm_explain._utils._blackbox import (
     BlackBox,
     base_seed,
     map_row_chunks,
@@ -49,8 +50,7 @@ from sklearn_plm_explain._blackbox import (
     resolve_response_method,
     row_generators,
 )
-from sklearn_plm_explain._explanation import Explanation
-from sklearn_plm_explain._validation import class_indices
+from sklearn_plm_explain._utils._validation import class_indices
 
 __all__ = [
     "ExtendedLIMEExplainer",

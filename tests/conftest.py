@@ -175,7 +175,7 @@ def record_bars(monkeypatch):
     go through the real bar)."""
 
     def start():
-        from sklearn_plm_explain import _progress
+        from sklearn_plm_explain._utils import _progress
 
         bars = []
 

@@ -9,13 +9,13 @@ import warnings
 import numpy as np
 import pytest
 
-from sklearn_plm_explain._certify import _row_sets, fit_local_models
-from sklearn_plm_explain._design import (
+from sklearn_plm_explain._openapi._design import (
     basis_bounds,
     design,
     orthogonal_design,
     orthogonal_designs,
 )
+from sklearn_plm_explain._openapi._fit import _row_sets, fit_local_models
 
 
 def _cube(rng, d, n, radius, K=3, x_scale=1.0, intercept=20.0, scales=None):
@@ -75,7 +75,7 @@ def test_designs_drawn_together_are_each_rows_own(n, d):
 def test_drawn_columns_and_signs_are_uniform(n, d):
     # Each design takes d of the basis's n - 1 non-constant columns, every
     # choice equally likely, in increasing order, with independent fair signs.
-    from sklearn_plm_explain._design import _block_draws, _columns_and_signs
+    from sklearn_plm_explain._openapi._design import _block_draws, _columns_and_signs
 
     rng = np.random.default_rng(5)
     draws = np.stack([_block_draws(rng, n, d) for _ in range(4000)])
@@ -466,7 +466,7 @@ def test_residual_squares_after_an_update_are_bounded_tightly(extra, seed):
     # design: the residuals' sum of squares after it is bounded from the
     # residuals before it. The bound must be an upper bound, and tight,
     # also for an update that moves mostly the heavy points.
-    from sklearn_plm_explain._certify import _Corrections, _squares_rows
+    from sklearn_plm_explain._openapi._fit import _Corrections, _squares_rows
 
     def one_row(resid, update, weighted, C, low, first, tau, eps):
         # _squares_rows of one row: C holds the rows `low` of its design,
@@ -520,7 +520,7 @@ def test_residual_squares_of_padded_rows_are_each_rows_own_bound():
     # Rows of a batch with different numbers of corrected points (padded to
     # the largest): each row's bound is an upper bound on its own exact sum,
     # and tight, whatever the padding.
-    from sklearn_plm_explain._certify import _corrections, _squares_rows
+    from sklearn_plm_explain._openapi._fit import _corrections, _squares_rows
 
     rng = np.random.default_rng(7)
     d, n, K, extra = 30, 31, 4, 6
@@ -559,7 +559,11 @@ def _exact_cubes(rng, d, n, R, x_scale=1.0, K=3, heavy=()):
     """``R`` rows' cubes drawn from the exact basis with exact steps, their
     layouts and an affine model's noisy responses (``heavy``: points of a
     thousand times the noise)."""
-    from sklearn_plm_explain._design import exact_offsets, exact_step, fit_step_below
+    from sklearn_plm_explain._openapi._design import (
+        exact_offsets,
+        exact_step,
+        fit_step_below,
+    )
 
     largest = basis_bounds(n, d, exact=True)[1]
     x0 = x_scale * rng.standard_normal((R, d))
@@ -589,7 +593,7 @@ def test_drawn_points_of_exact_cubes_are_represented_exactly():
     # x - x0 equal to the drawn design, bit for bit: coordinates of every
     # size, zeros, just below powers of two (where the steps are halved),
     # subnormal ones.
-    from sklearn_plm_explain._design import (
+    from sklearn_plm_explain._openapi._design import (
         _basis,
         _exact_columns,
         exact_offsets,
@@ -664,8 +668,8 @@ def test_fit_on_the_basis_matches_the_fit_on_the_design(heavy, seed):
 def _basis_products(rng, n, d, R):
     """The products of ``R`` rows' designs drawn from the exact basis of
     size ``n`` (``d`` of its columns each, with signs)."""
-    from sklearn_plm_explain._certify import _BasisProducts
-    from sklearn_plm_explain._design import _basis, exact_gram
+    from sklearn_plm_explain._openapi._design import _basis, exact_gram
+    from sklearn_plm_explain._openapi._fit import _BasisProducts
 
     layouts = []
     for _ in range(R):
@@ -712,7 +716,7 @@ def test_weighted_solution_on_the_basis_from_the_unit_weight_one(heavy_points):
     # Rows whose heavy points (the origin among them) get weights below 1:
     # the solution with weight 1 and the unit responses' solutions, from the
     # one folded product, give the weighted least-squares solution.
-    from sklearn_plm_explain._certify import _unit_responses, _weighted_solve
+    from sklearn_plm_explain._openapi._fit import _unit_responses, _weighted_solve
 
     rng = np.random.default_rng(len(heavy_points[0]))
     n, d, K = 130, 120, 3
@@ -755,7 +759,7 @@ def test_weighted_fit_is_the_weighted_least_squares_solution(p):
     # _IMPLICIT_Q_COLUMNS columns, LAPACK's reflectors applied without
     # forming Q above) against the normal equations of a well-conditioned
     # design: coefficients, residual RMS and standard errors.
-    from sklearn_plm_explain._certify import _IMPLICIT_Q_COLUMNS, _fit_weighted
+    from sklearn_plm_explain._openapi._fit import _IMPLICIT_Q_COLUMNS, _fit_weighted
 
     rng = np.random.default_rng(p)
     n, m, K = 2, p + 30, 3

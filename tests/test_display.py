@@ -12,11 +12,7 @@ from matplotlib.colors import to_rgba  # noqa: E402
 from sklearn.datasets import load_iris  # noqa: E402
 from sklearn.linear_model import LogisticRegression  # noqa: E402
 
-from sklearn_plm_explain import (  # noqa: E402
-    Explanation,
-    ExplanationDisplay,
-    OpenAPIExplainer,
-)
+from sklearn_plm_explain import Explanation, ExplanationDisplay, OpenAPIExplainer  # noqa: E402
 from sklearn_plm_explain._display import _NEGATIVE_COLOR, _POSITIVE_COLOR  # noqa: E402
 
 

@@ -12,15 +12,8 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.linear_model import LinearRegression, LogisticRegression
 from sklearn.model_selection import train_test_split
 
-from sklearn_plm_explain import (
-    LimeTabularExplainer,
-    ModelResponseError,
-)
-from sklearn_plm_explain._lime._surrogate import (
-    _fit_surrogate,
-    _LocalStats,
-    _select,
-)
+from sklearn_plm_explain import LimeTabularExplainer, ModelResponseError
+from sklearn_plm_explain._lime._surrogate import _fit_surrogate, _LocalStats, _select
 
 
 class Counting:
@@ -537,7 +530,7 @@ def test_parity_with_lime_digits_mlp(discretize):
     The fuller table (bc_rf too, selection auto) is in benchmarks/RESULTS.md.
     """
     lime_tabular = pytest.importorskip("lime.lime_tabular")
-    from sklearn_plm_explain._anchors import make_anchor_model
+    from sklearn_plm_explain.utils._anchors import make_anchor_model
 
     anchor = make_anchor_model("digits_mlp")
     model, Xtr, Xte = anchor.model, anchor.X_train, anchor.X_test
@@ -729,7 +722,7 @@ def test_default_kernel_has_many_effective_samples(cancer):
     assert e.converged.all()
     assert (e.effective_samples > 900).all()
     # Kish's size of the weights themselves.
-    from sklearn_plm_explain._lime_output import effective_samples
+    from sklearn_plm_explain._lime._output import effective_samples
 
     assert effective_samples([1.0, 1.0, 0.0, 0.0]) == 2.0
     assert effective_samples([1e-300, 1e-300]) == 2.0

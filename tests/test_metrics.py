@@ -428,8 +428,3 @@ def test_jaccard_stability_properties(sets, k):
         shuffled = [list(s[:k][::-1]) + list(s[k:]) for s in perm]
         assert jaccard_stability(shuffled, k) == pytest.approx(j)
 
-
-def test_old_import_path_still_works():
-    from sklearn_plm_explain._stability import jaccard_stability as old
-
-    assert old is jaccard_stability

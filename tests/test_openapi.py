@@ -24,7 +24,7 @@ from sklearn_plm_explain import (
     decision_features,
     local_linear_model,
 )
-from sklearn_plm_explain._results import ResultTable
+from sklearn_plm_explain._openapi._results import ResultTable
 
 RTOL = 1e-8
 
@@ -154,7 +154,7 @@ def _check_affine_models(seed, d, C):
 
 @pytest.mark.slow
 def test_digits_mlp_every_row_matches_ground_truth():
-    from sklearn_plm_explain._anchors import make_anchor_model
+    from sklearn_plm_explain.utils._anchors import make_anchor_model
 
     anchor = make_anchor_model("digits_mlp")
     rows = anchor.X_test[:60]
@@ -476,7 +476,7 @@ def test_failing_parallel_chunk_leaves_a_full_partial(iris_model, monkeypatch):
 
 
 def test_parallel_slices_hold_whole_groups():
-    from sklearn_plm_explain._search import task_slices
+    from sklearn_plm_explain._openapi._search import task_slices
 
     # One job: a group at a time.
     assert task_slices(10, 17, 3, 1) == [slice(10, 13), slice(13, 16), slice(16, 17)]
@@ -710,7 +710,7 @@ def test_return_queries_with_reuse_and_jobs():
     e = _quiet_explain(explainer, rows, return_queries=True)
     reused = e.reused_from >= 0
     assert reused.any()
-    from sklearn_plm_explain._regions import N_PAIRS
+    from sklearn_plm_explain._openapi._regions import N_PAIRS
 
     # A reused model is confirmed by N_PAIRS antithetic pairs of points.
     assert all(q.shape == (2 * N_PAIRS, X.shape[1]) for q in e.queries[reused])

@@ -77,7 +77,7 @@ def test_threading_backend_gives_identical_results(bc):
 def test_blas_is_limited_inside_workers():
     from threadpoolctl import threadpool_info, threadpool_limits
 
-    from sklearn_plm_explain._blackbox import map_row_chunks
+    from sklearn_plm_explain._utils._blackbox import map_row_chunks
 
     def probe(rows=None):
         blas = [p["num_threads"] for p in threadpool_info() if p["user_api"] == "blas"]

@@ -31,15 +31,15 @@ from sklearn_plm_explain import (
     decision_features,
     local_linear_model,
 )
-from sklearn_plm_explain._blackbox import BlackBox, ModelResponseError
-from sklearn_plm_explain._precision import (
+from sklearn_plm_explain._openapi._precision import PrecisionEvidence
+from sklearn_plm_explain._utils._blackbox import BlackBox, ModelResponseError
+from sklearn_plm_explain._utils._floats import (
     MAX_SHORT_DIGITS,
-    PrecisionEvidence,
     digit_bits,
     significant_bits,
     significant_digits,
 )
-from sklearn_plm_explain._served import (
+from sklearn_plm_explain.utils._served import (
     as_json_float32,
     binary_float32_near,
     float32_forward,
@@ -895,7 +895,7 @@ def test_float32_shortest_decimals_are_never_filtered_out():
     # every shortest decimal of a float32 of any magnitude (subnormal ones
     # included) passes it and is recognised, and on float64 values the
     # answer is the one the written-out decimals give.
-    from sklearn_plm_explain._precision import _few_digits, _float32_shortest
+    from sklearn_plm_explain._utils._floats import _few_digits, float32_shortest
 
     rng = np.random.default_rng(0)
     n = 100_000
@@ -903,12 +903,12 @@ def test_float32_shortest_decimals_are_never_filtered_out():
     f32 = f32[np.isfinite(f32) & (f32 != 0)]
     shortest = f32.astype(str).astype(np.float64)
     assert _few_digits(shortest).all()
-    assert _float32_shortest(shortest).all()
+    assert float32_shortest(shortest).all()
     v = rng.random(n) * 10.0 ** rng.uniform(-320, 30, n)
     v32 = v.astype(np.float32)
     written = v32.astype(str).astype(np.float64) == v
     expected = (v32.astype(np.float64) == v) | (written & np.isfinite(v32))
-    np.testing.assert_array_equal(_float32_shortest(v), expected)
+    np.testing.assert_array_equal(float32_shortest(v), expected)
     # Most float64 probabilities are cleared without writing them out.
     p = rng.dirichlet(np.ones(10), 1000).ravel()
     assert (~_few_digits(p)).mean() > 0.99
@@ -921,12 +921,12 @@ def test_a_float32_whose_shortest_decimal_reads_as_a_midpoint_is_recognised():
     # is not the float32 it came from. A JSON-written float32 service
     # answering it must not be taken for a float64 one (a finer noise model
     # than its responses have).
-    from sklearn_plm_explain._precision import _float32_shortest
+    from sklearn_plm_explain._utils._floats import float32_shortest
 
     f = np.array([0x15AE43FD], dtype=np.uint32).view(np.float32)
     v = f.astype(str).astype(np.float64)
     assert v.astype(np.float32)[0] != f[0]
-    assert _float32_shortest(v).all()
+    assert float32_shortest(v).all()
     P = np.array([[v[0], 0.25, 1.0 - 0.25 - v[0]]])
     P32 = np.array([[0.125, 0.5, 0.375], [0.3, 0.2, 0.5]], dtype=np.float32)
     ev = PrecisionEvidence(1)
@@ -942,4 +942,4 @@ def test_a_float32_whose_shortest_decimal_reads_as_a_midpoint_is_recognised():
     written = np.array(
         [float(str(a)) == m or float(str(b)) == m for a, b, m in zip(lo, hi, mid)]
     )
-    np.testing.assert_array_equal(_float32_shortest(mid), written)
+    np.testing.assert_array_equal(float32_shortest(mid), written)

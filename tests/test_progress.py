@@ -315,7 +315,7 @@ def test_warnings_point_at_the_callers_line(iris_model, method, params, chunked)
 @pytest.mark.parametrize("method", ["openapi", "lime"])
 def test_chunks_share_one_set_of_workers(iris_model, method, monkeypatch):
     X, model = iris_model
-    from sklearn_plm_explain import _blackbox
+    from sklearn_plm_explain._utils import _blackbox
 
     started = []
 

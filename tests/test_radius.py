@@ -11,8 +11,8 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.neural_network import MLPClassifier
 
 from sklearn_plm_explain import OpenAPIExplainer, decision_features, local_linear_model
-from sklearn_plm_explain._radius import Attempt, RadiusSearch
-from sklearn_plm_explain._served import random_binary_mlp
+from sklearn_plm_explain._openapi._radius import Attempt, RadiusSearch
+from sklearn_plm_explain.utils._served import random_binary_mlp
 
 RTOL = 1e-8
 
@@ -357,7 +357,10 @@ def test_a_row_on_the_one_minus_p_grid_is_not_stopped_by_the_forecast():
 def test_first_attempts_are_judged_together_as_one_by_one():
     # The judge certifies most float64 rows from their first attempt in one
     # pass: its residual test must be the search's own, NaN and bad included.
-    from sklearn_plm_explain._radius import EXCESS_FACTOR, first_attempt_consistent
+    from sklearn_plm_explain._openapi._radius import (
+        EXCESS_FACTOR,
+        first_attempt_consistent,
+    )
 
     rng = np.random.default_rng(2)
     sigma = rng.uniform(0, 2 * EXCESS_FACTOR, (500, 3))

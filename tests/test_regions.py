@@ -16,7 +16,7 @@ from sklearn_plm_explain import (
     decision_features,
     local_linear_model,
 )
-from sklearn_plm_explain._regions import N_PAIRS
+from sklearn_plm_explain._openapi._regions import N_PAIRS
 
 
 def _explain(model, X_fit, X, **kw):

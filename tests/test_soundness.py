@@ -24,7 +24,7 @@ from sklearn_plm_explain import (
     decision_features,
     local_linear_model,
 )
-from sklearn_plm_explain._served import onnx_float32
+from sklearn_plm_explain.utils._served import onnx_float32
 
 RTOL = 1e-8
 

@@ -12,7 +12,7 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.model_selection import train_test_split
 
 from sklearn_plm_explain import LimeTabularExplainer, StableLIMEExplainer
-from sklearn_plm_explain._stable_lime import lars_step_tests
+from sklearn_plm_explain._lime._stable import lars_step_tests
 from sklearn_plm_explain.metrics import jaccard_stability
 
 CONT = {
@@ -522,7 +522,7 @@ def test_growth_in_small_model_calls_keeps_every_rows_sample(monkeypatch, sampli
     split at whole sampling blocks: each row's neighbourhood, and so its
     result, is the one drawn in a single call (continuous and categorical
     columns, whose draws interleave block by block)."""
-    import sklearn_plm_explain._stable_lime as sl
+    import sklearn_plm_explain._lime._stable as sl
 
     rng = np.random.default_rng(0)
     X = rng.normal(size=(300, 4))
@@ -557,7 +557,7 @@ def test_growth_in_small_model_calls_keeps_every_rows_sample(monkeypatch, sampli
 
 
 def test_pieces_cover_each_rows_share_in_order():
-    from sklearn_plm_explain._stable_lime import _pieces
+    from sklearn_plm_explain._lime._stable import _pieces
 
     rows, sizes = [3, 5, 8], [1000, 10, 130]
     pieces = _pieces(rows, sizes, limit=300, block=64)

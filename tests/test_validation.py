@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from sklearn_plm_explain._validation import is_numeric_dtype
+from sklearn_plm_explain._utils._validation import is_numeric_dtype
 
 pd = pytest.importorskip("pandas")
 
@@ -54,7 +54,7 @@ def test_explainers_and_ground_truth_agree_on_numeric_columns():
 
 
 def test_class_indices_broadcast_and_name_unknown_labels():
-    from sklearn_plm_explain._validation import class_indices
+    from sklearn_plm_explain._utils._validation import class_indices
 
     classes = np.array(["cat", "dog", "eel"])
     np.testing.assert_array_equal(class_indices(classes, "dog", 3), [1, 1, 1])

@@ -5,15 +5,18 @@ columns and the validation of rows), ``_sampling`` (the fitted sampling
 space and the neighbourhoods of rows), ``_query`` (model calls in the
 original representation), ``_surrogate`` (weighted statistics, feature
 selection, the surrogate and its kernel), ``_results`` (per-row results and
-the Explanation), ``_base`` (the estimator shared with S-LIME, which only
-calls the engines) and ``_classes`` (:class:`LimeTabularExplainer`).
+the Explanation), ``_output`` (lime's own presentation of a result:
+``as_list``, ``as_map``), ``_base`` (the estimator shared with S-LIME, which
+only calls the engines), ``_classes`` (:class:`LimeTabularExplainer`) and
+``_stable`` (:class:`StableLIMEExplainer` and its LARS step test).
 """
 
 # SPDX-License-Identifier: BSD-3-Clause
 
 from sklearn_plm_explain._lime._classes import LimeTabularExplainer
+from sklearn_plm_explain._lime._stable import StableLIMEExplainer
 
 # The benchmarks read a neighbourhood's statistics from here.
 from sklearn_plm_explain._lime._surrogate import _LocalStats  # noqa: F401
 
-__all__ = ["LimeTabularExplainer"]
+__all__ = ["LimeTabularExplainer", "StableLIMEExplainer"]

@@ -25,13 +25,6 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils._param_validation import HasMethods, Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
-from sklearn_plm_explain import _progress
-from sklearn_plm_explain._blackbox import (
-    ModelResponseError,
-    map_row_chunks,
-    resolve_estimator,
-    worker_pool,
-)
 from sklearn_plm_explain._checkpoint import (
     check_chunking,
     counted_chunks,
@@ -45,6 +38,11 @@ from sklearn_plm_explain._lime._input import (
     resolve_labels,
     resolve_targets,
     validate_rows,
+)
+from sklearn_plm_explain._lime._output import (
+    Presentation,
+    effective_samples,
+    min_effective_samples,
 )
 from sklearn_plm_explain._lime._query import (
     lime_blackbox,
@@ -77,12 +75,14 @@ from sklearn_plm_explain._lime._surrogate import (
     lime_kernel,
     row_weights,
 )
-from sklearn_plm_explain._lime_output import (
-    Presentation,
-    effective_samples,
-    min_effective_samples,
+from sklearn_plm_explain._utils import _progress
+from sklearn_plm_explain._utils._blackbox import (
+    ModelResponseError,
+    map_row_chunks,
+    resolve_estimator,
+    worker_pool,
 )
-from sklearn_plm_explain._validation import unfitted_on_error
+from sklearn_plm_explain._utils._validation import unfitted_on_error
 
 # Query points sent to the model per group of rows when ``batch_size`` is None.
 _DEFAULT_POINTS_PER_GROUP = 2**15
@@ -431,7 +431,7 @@ class _BaseLime(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         With a progress bar the rows go in steps of a few model calls per
         worker, each step counted on the bar as it returns; to the workers of
         ``pool`` when one is given (see
-        :func:`~sklearn_plm_explain._blackbox.worker_pool`).
+        :func:`~sklearn_plm_explain._utils._blackbox.worker_pool`).
         """
         targets, extra, keep_labels = target_spec
         start, stop = bounds

@@ -5,7 +5,7 @@
 import numpy as np
 from sklearn.utils.validation import validate_data
 
-from sklearn_plm_explain._validation import class_indices, is_numeric_dtype
+from sklearn_plm_explain._utils._validation import class_indices, is_numeric_dtype
 
 
 def categorical_columns(cf, X):

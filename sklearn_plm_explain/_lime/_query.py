@@ -4,7 +4,7 @@
 
 import numpy as np
 
-from sklearn_plm_explain._blackbox import BlackBox, query_frame
+from sklearn_plm_explain._utils._blackbox import BlackBox, query_frame
 
 
 class _ModelCaller:

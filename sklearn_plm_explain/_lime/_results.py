@@ -5,7 +5,7 @@
 import numpy as np
 
 from sklearn_plm_explain._explanation import Explanation
-from sklearn_plm_explain._lime_output import Presentation
+from sklearn_plm_explain._lime._output import Presentation
 
 # Fields with one entry per explained label.
 _LABEL_FIELDS = (

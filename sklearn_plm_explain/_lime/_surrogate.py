@@ -15,7 +15,7 @@ from sklearn.base import clone
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.linear_model import lars_path_gram
 
-from sklearn_plm_explain._products import t_prod
+from sklearn_plm_explain._utils._products import t_prod
 
 
 class _LocalStats:

@@ -19,13 +19,13 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-from sklearn_plm_explain._blackbox import ModelResponseError, QueryBudgetExceeded
 from sklearn_plm_explain._remote._protocols import (
     BadAnswer,
     public_url,
     read_answer,
     server_message,
 )
+from sklearn_plm_explain._utils._blackbox import ModelResponseError, QueryBudgetExceeded
 
 logger = logging.getLogger("sklearn_plm_explain.remote")
 

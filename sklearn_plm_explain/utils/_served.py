@@ -2,7 +2,7 @@
 
 Shared by the tests, ``benchmarks/bench_precision.py`` and
 ``benchmarks/bench_small_p.py`` (like
-:mod:`sklearn_plm_explain._anchors`): a model's answers in float32 (numpy or
+:mod:`sklearn_plm_explain.utils._anchors`): a model's answers in float32 (numpy or
 an ONNX Runtime session of a skl2onnx export), rounded to decimals, written as
 JSON, or jittered on each call; and piecewise-linear networks with a region
 boundary placed where it is hardest to see. Every wrapper is a plain callable

@@ -58,7 +58,7 @@ def orthogonal_design(rng, n, d, out=None, scale=None, layout=None, exact=False)
     features in increasing order, with random signs: so ``U'1 = 0`` and ``U'U
     = n I`` hold to within the basis's measured deviation, no row is
     factorised, and a fit is a few matrix products
-    (:func:`sklearn_plm_explain._certify.fit_local_models`). Every slope is
+    (:func:`sklearn_plm_explain._openapi._fit.fit_local_models`). Every slope is
     estimated with the smallest variance ``n`` points allow (a uniform random
     design with barely more points than unknowns is nearly singular and
     several times worse).
@@ -230,7 +230,7 @@ def exact_first_solve(n):
     (read-only): ``F' y = M B'y``, ``M = E^-1 (2 I - G E^-1)``, ``G = B'B``
     and ``E = diag(n + 1, n, ..., n)``, the Gram diagonal of a design of the
     origin and the basis's ``n`` points (see
-    :meth:`sklearn_plm_explain._certify._BasisProducts.first_solve`)."""
+    :meth:`sklearn_plm_explain._openapi._fit._BasisProducts.first_solve`)."""
     basis, gram = _exact(n)[:2]
     E = origin_gram_diagonal(n)
     M = (2.0 * np.eye(n) - gram / E[None, :]) / E[:, None]

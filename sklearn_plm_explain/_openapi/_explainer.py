@@ -16,31 +16,22 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils._param_validation import HasMethods, Interval, StrOptions
 from sklearn.utils.validation import check_array, check_is_fitted, validate_data
 
-from sklearn_plm_explain import _progress
-from sklearn_plm_explain._blackbox import (
-    BlackBox,
-    ModelResponseError,
-    base_seed,
-    resolve_estimator,
-    resolve_response_method,
-    worker_pool,
-)
-from sklearn_plm_explain._certify import MAX_DESIGN_ERROR
 from sklearn_plm_explain._checkpoint import (
     check_chunking,
     counted_chunks,
     explain_in_chunks,
     iter_chunks,
 )
-from sklearn_plm_explain._design import (
+from sklearn_plm_explain._explanation import Explanation, count_statuses
+from sklearn_plm_explain._openapi._design import (
     EXACT_MIN_ENTRIES,
     basis_bounds,
     exact_first_solve,
     single_block,
 )
-from sklearn_plm_explain._explanation import Explanation, count_statuses
-from sklearn_plm_explain._results import ResultTable
-from sklearn_plm_explain._search import (
+from sklearn_plm_explain._openapi._fit import MAX_DESIGN_ERROR
+from sklearn_plm_explain._openapi._results import ResultTable
+from sklearn_plm_explain._openapi._search import (
     SearchConfig,
     fill_in_groups,
     learned_radius,
@@ -49,7 +40,16 @@ from sklearn_plm_explain._search import (
     search_in_groups,
     workspace_scope,
 )
-from sklearn_plm_explain._validation import (
+from sklearn_plm_explain._utils import _progress
+from sklearn_plm_explain._utils._blackbox import (
+    BlackBox,
+    ModelResponseError,
+    base_seed,
+    resolve_estimator,
+    resolve_response_method,
+    worker_pool,
+)
+from sklearn_plm_explain._utils._validation import (
     class_indices,
     is_numeric_dtype,
     unfitted_on_error,
@@ -425,7 +425,7 @@ class OpenAPIExplainer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
 
     def _learn_radius(self, X, frame):
         """The first radius learned from rows of the background (see
-        :func:`~sklearn_plm_explain._search.learned_radius`)."""
+        :func:`~sklearn_plm_explain._openapi._search.learned_radius`)."""
         rows = np.unique(np.linspace(0, X.shape[0] - 1, _CALIBRATION_ROWS).astype(int))
         sample = frame.iloc[rows] if frame is not None else None
         target = np.full(rows.size, -1, dtype=np.intp)
@@ -709,9 +709,9 @@ class OpenAPIExplainer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         """The Explanation of rows ``start:stop`` of the validated batch.
 
         The rows go to the jobs in slices of whole groups (see ``batch_size``
-        and :func:`~sklearn_plm_explain._search.task_slices`), to the workers
+        and :func:`~sklearn_plm_explain._openapi._search.task_slices`), to the workers
         of ``pool`` when one is given (see
-        :func:`~sklearn_plm_explain._blackbox.worker_pool`), each slice
+        :func:`~sklearn_plm_explain._utils._blackbox.worker_pool`), each slice
         counted on the progress bar as it returns (``bar``, or a bar of
         these rows).
         """

@@ -4,7 +4,7 @@
 
 import numpy as np
 
-from sklearn_plm_explain._radius import EXCESS_FACTOR
+from sklearn_plm_explain._openapi._radius import EXCESS_FACTOR
 
 # A response agrees with a model's prediction within this many noise scales.
 AGREE_NOISE = 16.0

@@ -4,8 +4,8 @@
 own responses come first; then every row still searching sends a cube of
 points around itself at its current radius (and, in its first rounds, itself
 again, to tell a deterministic service from a noisy one), a
-:class:`~sklearn_plm_explain._judge.CubeJudge` fits and judges the cubes, and
-each row's :class:`~sklearn_plm_explain._radius.RadiusSearch` picks its next
+:class:`~sklearn_plm_explain._openapi._certificate.CubeJudge` fits and judges the cubes, and
+each row's :class:`~sklearn_plm_explain._openapi._radius.RadiusSearch` picks its next
 radius until the row has a status. With region reuse, rows wait for a
 certified model of another row that their own response agrees with, and a
 few fresh probes confirm it instead of a search.
@@ -21,14 +21,8 @@ import numpy as np
 from joblib import effective_n_jobs
 from sklearn import get_config
 
-from sklearn_plm_explain._blackbox import (
-    ModelResponseError,
-    map_row_slices,
-    row_generators,
-)
-from sklearn_plm_explain._certify import grid_rounded, moderate_steps
-from sklearn_plm_explain._chunk_state import ChunkState
-from sklearn_plm_explain._design import (
+from sklearn_plm_explain._openapi._certificate import CubeJudge, Cubes
+from sklearn_plm_explain._openapi._design import (
     EXACT_MIN_ENTRIES,
     basis_bounds,
     design,
@@ -38,11 +32,17 @@ from sklearn_plm_explain._design import (
     orthogonal_designs,
     single_block,
 )
-from sklearn_plm_explain._judge import CubeJudge, Cubes
-from sklearn_plm_explain._precision import NOISE_CAP
-from sklearn_plm_explain._radius import RadiusSearch
-from sklearn_plm_explain._regions import N_PAIRS, RegionLibrary
-from sklearn_plm_explain._results import ResultTable
+from sklearn_plm_explain._openapi._fit import grid_rounded, moderate_steps
+from sklearn_plm_explain._openapi._precision import NOISE_CAP
+from sklearn_plm_explain._openapi._radius import RadiusSearch
+from sklearn_plm_explain._openapi._regions import N_PAIRS, RegionLibrary
+from sklearn_plm_explain._openapi._results import ResultTable
+from sklearn_plm_explain._openapi._state import ChunkState
+from sklearn_plm_explain._utils._blackbox import (
+    ModelResponseError,
+    map_row_slices,
+    row_generators,
+)
 
 # A row boxed in between too-small and non-linear cubes may use up to this
 # many times (d + 1) witnesses at its largest consistent radius.
@@ -177,7 +177,7 @@ def fill_in_groups(table, worker, args, n_jobs, group, bar, pool=None):
     finished by then and what the failing slice finished; with several jobs
     the slices that other workers were still running are lost with the call
     that raised, and the rest are not run. ``pool``: the workers of
-    :func:`~sklearn_plm_explain._blackbox.worker_pool`, or None.
+    :func:`~sklearn_plm_explain._utils._blackbox.worker_pool`, or None.
     """
     start, stop = table.offset, table.offset + len(table)
     slices = task_slices(start, stop, group, effective_n_jobs(n_jobs))

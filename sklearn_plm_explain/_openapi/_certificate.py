@@ -15,7 +15,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from sklearn_plm_explain._certify import (
+from sklearn_plm_explain._openapi._fit import (
     BOUND_Z,
     HEAVY_NOISE,
     binary_grid_error,
@@ -23,14 +23,14 @@ from sklearn_plm_explain._certify import (
     fit_local_models,
     noise_inflation,
 )
-from sklearn_plm_explain._chunk_state import Candidate
-from sklearn_plm_explain._precision import (
+from sklearn_plm_explain._openapi._precision import (
     NoiseModel,
     relative,
     statistical_abs,
     worst_case_abs,
 )
-from sklearn_plm_explain._radius import Attempt, first_attempt_consistent
+from sklearn_plm_explain._openapi._radius import Attempt, first_attempt_consistent
+from sklearn_plm_explain._openapi._state import Candidate
 
 # A row whose noise scale exceeds its relative rounding floor this many times
 # owes its imprecision to saturated probabilities.
@@ -59,7 +59,7 @@ class Cubes:
     ``n_orthogonal`` (n,) how many leading points of each cube (the row
     itself included) form an orthogonal design, 0 for a factorised fit;
     ``layouts`` and ``fill`` as in
-    :func:`~sklearn_plm_explain._certify.fit_local_models` (rows of ``A`` of
+    :func:`~sklearn_plm_explain._openapi._fit.fit_local_models` (rows of ``A`` of
     cubes that are their drawn design are written only on demand), and
     ``exact_basis`` (n,) which rows drew from the exact basis.
     """

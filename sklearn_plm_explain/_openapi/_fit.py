@@ -12,14 +12,14 @@ from typing import NamedTuple
 import numpy as np
 from scipy import linalg, stats
 
-from sklearn_plm_explain._design import (
+from sklearn_plm_explain._openapi._design import (
     _basis,
     basis_bounds,
     exact_first_solve,
     exact_gram,
     origin_gram_diagonal,
 )
-from sklearn_plm_explain._products import prod, t_prod
+from sklearn_plm_explain._utils._products import prod, t_prod
 
 EPS = np.finfo(np.float64).eps
 
@@ -121,7 +121,7 @@ def noise_scale(L, P=None, unmarked=None):
         computed directly essentially never does.
     unmarked : ndarray of shape (n,) of bool or None
         Rows whose values may have been written with 16 significant digits
-        (see :class:`~sklearn_plm_explain._precision.PrecisionEvidence`),
+        (see :class:`~sklearn_plm_explain._openapi._explainer._precision.PrecisionEvidence`),
         which moves a value of the grid off it by up to 5e-16 of itself: their
         small probabilities that close to the grid (:func:`near_grid`) carry
         the absolute error too.
@@ -228,7 +228,7 @@ def fit_local_models(
     """Least-squares fit of ``Y ~ A beta`` per row, with standard errors.
 
     Rows whose design starts with the closed-form orthogonal one (see
-    :func:`sklearn_plm_explain._design.orthogonal_design`) are fitted by
+    :func:`sklearn_plm_explain._openapi._design.orthogonal_design`) are fitted by
     matrix products alone (:func:`_fit_orthogonal`); rows that also hold
     points added later, or a few points much noisier than the rest (small
     probabilities known only as ``1 - p``), by the same products and a
@@ -371,7 +371,7 @@ def fit_local_models(
 class _BasisProducts:
     """Products with the designs ``[1, U]`` of rows whose cubes are their
     drawn orthogonal designs, bit for bit (see
-    :func:`~sklearn_plm_explain._design.exact_offsets`): ``U = basis[:, cols]
+    :func:`~sklearn_plm_explain._openapi._design.exact_offsets`): ``U = basis[:, cols]
     * sign``, the origin first. All rows share one basis, so each product of
     all their designs is one matrix product with that basis (instead of a
     pass over every row's design, the largest arrays of a round).
@@ -422,7 +422,7 @@ class _BasisProducts:
         = [1, U]' V``, per row, for ``V`` (R, m, k) whose origin row is zero
         (responses relative to the origin's): the first solve and its one
         step with the Gram matrix, as one product with the basis's
-        :func:`~sklearn_plm_explain._design.exact_first_solve` matrix ``F``.
+        :func:`~sklearn_plm_explain._openapi._design.exact_first_solve` matrix ``F``.
 
         With ``c = B'y`` the products of all basis columns with the row's
         points, ``S`` the row's signs and ``T`` its columns (the constant one
@@ -1126,7 +1126,7 @@ def _design_error(x0, step, n_orth, exact):
     ``eps`` bounds ``||D^-1/2 A'A D^-1/2 - I||`` for the design ``A`` as
     represented, ``peak`` the largest entry of its ``U``. The drawn design
     deviates from ``D`` by at most its basis's measured deviation
-    (:func:`~sklearn_plm_explain._design.basis_bounds`). Its points were drawn
+    (:func:`~sklearn_plm_explain._openapi._design.basis_bounds`). Its points were drawn
     as ``x0 + step * u`` and read back as ``x - x0``, i.e. ``U = (x - x0) /
     step`` in exact arithmetic: each entry then errs from the drawn one by at
     most ``2^-52 (3 peak + |x0| / step)`` (one rounding per operation, with

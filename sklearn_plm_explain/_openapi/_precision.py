@@ -26,23 +26,29 @@ Everything here is free of model queries.
 import numpy as np
 from scipy import stats
 
-from sklearn_plm_explain._certify import EPS, noise_inflation, noise_scale
+from sklearn_plm_explain._openapi._fit import noise_inflation, noise_scale
+from sklearn_plm_explain._utils._floats import (
+    MAX_DECIMALS,
+    MAX_DECIMALS_F32,
+    MAX_SHORT_DIGITS,
+    MIN_SHORT_DIGITS,
+    QUANTA,
+    any_long_decimal,
+    at_most_16_digits,
+    digit_bits,
+    float32_shortest,
+    multiples,
+    near_integer,
+    significant_bits,
+    significant_digits,
+)
 
-# Decimal quanta looked for: 10**-1 to 10**-12 (a float64 value that is not
-# rounded lies within a few ulps of a multiple of 1e-12 with probability
-# about 1e-3; of 1e-6, about 1e-9).
-_MAX_DECIMALS = 12
-# Values stored as float32 are looked for quanta down to 1e-7 (the float32
-# nearest to a multiple of 1e-7, say, of a value in [0.5, 1) is that value
-# with probability 0.6, but of a value near 0.01 with probability 0.01: the
-# evidence of a few values of different magnitudes decides).
-_MAX_DECIMALS_F32 = 7
-# The quanta 10**-(k + 1), read by one row and by many (numpy's power, as
-# these were always computed: its 1e-5 is not Python's).
-_QUANTA = np.array([10.0 ** -(np.intp(k) + 1) for k in range(_MAX_DECIMALS)])
 # The narrowest binary precision assumed when the values carry fewer bits
 # (e.g. only 0, 1/2 and 1 seen so far): half precision.
 _MIN_BITS = 11
+_F32_TINY = float(np.finfo(np.float32).tiny)
+_F64_TINY = float(np.finfo(np.float64).tiny)
+
 # Ulps of the rounding floor of a float32 (or coarser) forward pass: measured
 # on float32 ONNX exports of scikit-learn MLPs, the centred log-ratios err by
 # at most about 2 ulps times (1 + max |log p|), 0.4 in RMS; the floor is set
@@ -59,194 +65,6 @@ N_REPEATS = 6
 NOISE_CAP = 64.0
 # Level of the bound on a call's common error (see NoiseModel.call_error).
 _CALL_LEVEL = 1e-3
-
-_F32_TINY = float(np.finfo(np.float32).tiny)
-_F64_TINY = float(np.finfo(np.float64).tiny)
-# Values written with 11 to 15 significant digits (printf's "%.13g") are
-# rounded far above float64's floor: a row whose values needing float64 are
-# all such decimals gets a binary precision that covers the rounding (see
-# digit_bits). A float64 value needs 16 or 17 digits but for 6 to 8 % of
-# them (measured on random values), so one row's values decide at once.
-MAX_SHORT_DIGITS = 15
-MIN_SHORT_DIGITS = 11
-
-
-def significant_bits(values):
-    """Bits of the binary significand each value needs (0 for zeros)."""
-    v = np.abs(np.asarray(values, dtype=np.float64)).ravel()
-    bits = np.zeros(v.shape, dtype=np.intp)
-    nz = v > 0
-    m, _ = np.frexp(v[nz])
-    M = (m * 2.0**53).astype(np.int64)
-    low = M & -M
-    bits[nz] = 53 - np.log2(low).astype(np.intp)
-    return bits
-
-
-def significant_digits(values):
-    """Significant digits of the shortest decimal each value is the nearest
-    float64 to, when it has at most ``MAX_SHORT_DIGITS`` of them;
-    ``MAX_SHORT_DIGITS + 1`` for the other values, 0 for zeros and values
-    that are not finite.
-
-    ``t = v 10^j``, with ``j`` chosen so that ``t`` has 15 digits before the
-    point, is rounded to the integer ``N``; ``v`` is the nearest float64 to
-    the decimal ``N 10^-j`` exactly when ``N / 10^j`` (a division of two
-    exact numbers, correctly rounded) gives ``v`` back. The rounding of
-    ``t`` (a few tenths of a unit at most) cannot miss ``N``. Values whose
-    ``10^j`` is not exact (below about 1e-7 or above 1e14) are written out
-    as their shortest decimal (Python's ``repr``).
-    """
-    v = np.asarray(values, dtype=np.float64).ravel()
-    out = np.full(v.shape, MAX_SHORT_DIGITS + 1, dtype=np.intp)
-    ok = np.isfinite(v) & (v != 0)
-    out[~ok] = 0
-    with np.errstate(all="ignore"):
-        j = MAX_SHORT_DIGITS - 1 - np.floor(np.log10(np.abs(v)))
-    fast = ok & (j >= 1) & (j <= 21)
-    idx = np.flatnonzero(fast)
-    jj = j[idx].astype(np.intp)
-    N = np.round(v[idx] * _POW10[jj - _POW10_LOW])
-    # log10's floor may be one off next to a power of ten.
-    jj += (np.abs(N) < 10.0 ** (MAX_SHORT_DIGITS - 1)).astype(np.intp)
-    jj -= (np.abs(N) >= 10.0**MAX_SHORT_DIGITS).astype(np.intp)
-    power = _POW10[jj - _POW10_LOW]
-    N = np.round(v[idx] * power)
-    short = (N / power == v[idx]) & (np.abs(N) < 10.0**MAX_SHORT_DIGITS)
-    out[idx[short]] = _digits_of(np.abs(N[short]).astype(np.int64))
-    for k in np.flatnonzero(ok & ~fast):
-        # Python's repr is the shortest decimal that reads back as the value.
-        mantissa = repr(float(v[k])).split("e")[0].replace("-", "").replace(".", "")
-        out[k] = min(len(mantissa.strip("0")), MAX_SHORT_DIGITS + 1)
-    return out
-
-
-def _any_long_decimal(V):
-    """Per row of ``V``, whether some value needs more than
-    ``MAX_SHORT_DIGITS`` significant digits. Values of 1e-6 to 1e13 are
-    read first (without writing any out): a float64 row nearly always has
-    such a value among them, the largest probability."""
-    with np.errstate(all="ignore"):
-        mid = (np.abs(V) >= 1e-6) & (np.abs(V) < 1e13)
-    digits = np.zeros(V.shape, dtype=np.intp)
-    digits[mid] = significant_digits(V[mid])
-    long = (digits > MAX_SHORT_DIGITS).any(axis=1)
-    rest = np.flatnonzero(~long)
-    if rest.size:
-        more = significant_digits(V[rest]).reshape(rest.size, -1)
-        long[rest] = (more > MAX_SHORT_DIGITS).any(axis=1)
-    return long
-
-
-def _at_most_16_digits(v):
-    """Whether every value of ``v`` is the nearest float64 to a decimal of
-    at most 16 significant digits (printf's ``%.16g``)."""
-    return bool(np.all(np.char.mod("%.16g", v).astype(np.float64) == v))
-
-
-def _digits_of(N):
-    """Decimal digits of each positive integer, its trailing zeros left out."""
-    N = N.copy()
-    for _ in range(MAX_SHORT_DIGITS):
-        zero = (N % 10 == 0) & (N > 0)
-        if not zero.any():
-            break
-        N[zero] //= 10
-    return np.searchsorted(_INT_POW10, N, side="right") + 1
-
-
-def digit_bits(digits):
-    """The binary precision whose noise model covers values rounded to
-    ``digits`` significant digits, for ``MIN_SHORT_DIGITS`` to
-    ``MAX_SHORT_DIGITS`` of them: half a unit in the last digit is at most
-    ``5 10^-digits`` of the value, and ``2^-b`` at least ``10^(1 - digits)``,
-    twice that, for ``b = floor((digits - 1) log2 10)``. Other counts: 53
-    (float64). Ten digits or fewer are left to float64's model, whose
-    residual test flags their rows: read with a model of their digits (or
-    float32's for nine), a review found a few rows in a hundred certified
-    past their bounds, by up to 1.65 times, as behind float32 noise."""
-    d = np.asarray(digits, dtype=np.intp)
-    b = np.floor((d - 1) * np.log2(10.0)).astype(np.intp)
-    short = (d >= MIN_SHORT_DIGITS) & (d <= MAX_SHORT_DIGITS)
-    return np.where(short, b, 53)
-
-
-def _float32_shortest(values):
-    """Whether each value is a float32 or the shortest decimal of one.
-
-    The shortest decimal of a float32 ``f``, read as the float64 ``v``, is
-    rounded twice on the way back to float32: a decimal within half a
-    float64 ulp of the midpoint between ``f`` and its neighbour reads as
-    that midpoint, whose rounding to float32 ties to even and may give the
-    neighbour. Such a ``v`` is tried against the float32 on its other side
-    too (rare: 7.038531e-26, the float32 with bits 0x15ae43fd, is one).
-    """
-    v = np.asarray(values, dtype=np.float64)
-    v32 = v.astype(np.float32)
-    ok = v32.astype(np.float64) == v
-    todo = ~ok & np.isfinite(v32)
-    todo[todo] = _few_digits(v[todo])
-    idx = np.flatnonzero(todo)
-    if idx.size:
-        ok[idx] = _writes_as(v32[idx], v[idx])
-        idx = idx[~ok[idx]]
-    if idx.size:
-        toward = np.where(v[idx] > v32[idx], np.inf, -np.inf).astype(np.float32)
-        other = np.nextafter(v32[idx], toward)
-        # Only a midpoint (exact: both halves have 24 bits) rounds either way.
-        mid = (v32[idx].astype(np.float64) + other.astype(np.float64)) / 2.0 == v[idx]
-        idx, other = idx[mid], other[mid]
-        ok[idx] = _writes_as(other, v[idx])
-    return ok
-
-
-def _writes_as(f32, v):
-    """Whether each float32's shortest decimal reads as the float64 ``v``."""
-    return f32.astype(str).astype(np.float64) == v
-
-
-def _few_digits(v):
-    """Whether each value may be the nearest float64 to a decimal of at most
-    9 significant digits (a float32's shortest decimal has at most 9); False
-    only for values that cannot be, so that the shortest decimals need not
-    be written out for them (most float64 responses, at about 1 us each).
-
-    A decimal ``N 10^q`` with ``|N| < 10^9``, times ``10^k`` with ``k = 9 -
-    floor(log10 |v|)`` (one digit more than needed, which covers a floor
-    off by one either way), is an integer below ``10^11``; its float64
-    image, after the rounding to ``v``, that of ``10^k`` (past ``10^22``;
-    read from a table of correctly rounded powers, not numpy's ``power``,
-    whose results may err by more) and the product's, is within ``4 eps``
-    of it in relative terms. A product that is not finite (``10^k``
-    overflows for the tiniest values) decides nothing.
-    """
-    with np.errstate(all="ignore"):
-        k = 9 - np.floor(np.log10(np.abs(v)))
-        k = np.clip(np.nan_to_num(k), _POW10_LOW, _POW10_LOW + _POW10.size - 1)
-        t = v * _POW10[k.astype(np.intp) - _POW10_LOW]
-        off = ~near_integer(t)
-    return ~(off & np.isfinite(t))
-
-
-# Correctly rounded powers of ten (Python's decimal parsing) for the
-# exponents _few_digits takes: 9 - floor(log10 |v|) over every nonzero
-# float64 v; those past 1e308 are inf.
-_POW10_LOW = -300
-_POW10 = np.array([float(f"1e{k}") for k in range(_POW10_LOW, 335)])
-_INT_POW10 = 10 ** np.arange(1, 19, dtype=np.int64)
-
-
-def near_integer(t):
-    """Whether each value is an integer to within 4 eps of it: a value ``v``
-    scaled by a power of ten ``t = v 10^k``, the nearest float64 to a
-    multiple of ``10^-k``, passes (the rounding of ``v``, of ``10^k`` and of
-    the product each err by at most half an ulp)."""
-    return np.abs(t - np.round(t)) <= 4.0 * EPS * np.abs(t)
-
-
-def _multiples(v, k):
-    """Whether every value is the nearest float64 to a multiple of 10**-k."""
-    return bool(np.all(near_integer(v * 10.0**k)))
 
 
 class PrecisionEvidence:
@@ -283,8 +101,8 @@ class PrecisionEvidence:
         # digit of 5 or more, 1 - p just below 1) keep the row so, at no
         # cost while they are on the grid itself. Still read as "float64".
         self.unmarked = np.zeros(n, dtype=bool)
-        self.decimal = np.ones((n, _MAX_DECIMALS), dtype=bool)
-        self.decimal32 = np.ones((n, _MAX_DECIMALS_F32), dtype=bool)
+        self.decimal = np.ones((n, MAX_DECIMALS), dtype=bool)
+        self.decimal32 = np.ones((n, MAX_DECIMALS_F32), dtype=bool)
         self.R0 = None
         self.repeats = [[] for _ in range(n)]
         self.deterministic = np.ones(n, dtype=bool)
@@ -316,14 +134,14 @@ class PrecisionEvidence:
         if not self.wide[i]:
             long = bits > 24
             if long.any():
-                shortest = _float32_shortest(v[long])
+                shortest = float32_shortest(v[long])
                 self.wide[i] = not shortest.all()
                 bits = np.where(long, 24, bits)
             self.max_bits[i] = max(self.max_bits[i], int(bits.max()))
         if self.wide[i] and self.digits[i] <= MAX_SHORT_DIGITS:
             self.digits[i] = max(self.digits[i], int(significant_digits(v).max()))
         for k in np.flatnonzero(self.decimal[i]):
-            self.decimal[i, k] = _multiples(v, k + 1)
+            self.decimal[i, k] = multiples(v, k + 1)
         if not self.wide[i]:
             v32 = v.astype(np.float32)
             if not np.all(v32.astype(np.float64) == v):
@@ -342,7 +160,7 @@ class PrecisionEvidence:
         bits = significant_bits(v).reshape(v.shape)
         long = keep & (bits > 24)
         shortest = np.ones(v.shape, dtype=bool)
-        shortest[long] = _float32_shortest(v[long])
+        shortest[long] = float32_shortest(v[long])
         decided = long & ~shortest
         exact12 = near_integer(v * 1e12)
         # Values that are not a multiple of 1e-12 are no multiple of any
@@ -350,7 +168,7 @@ class PrecisionEvidence:
         # enough, with one that is not a decimal of a few digits (see
         # significant_digits).
         fast = (decided & ~exact12).any(axis=1)
-        fast[fast] = _any_long_decimal(v[fast])
+        fast[fast] = any_long_decimal(v[fast])
         self.informative[fast] = True
         self.wide[fast] = True
         self.digits[fast] = MAX_SHORT_DIGITS + 1
@@ -384,7 +202,7 @@ class PrecisionEvidence:
     def _check_unmarked(self, i, R):
         """Rule out row ``i``'s 16 digits if one of its values ``R`` needs 17."""
         v = np.asarray(R, dtype=np.float64).ravel()
-        self.unmarked[i] = _at_most_16_digits(v[np.isfinite(v) & (v != 0)])
+        self.unmarked[i] = at_most_16_digits(v[np.isfinite(v) & (v != 0)])
 
     def _plain_float64(self, i):
         """Row ``i`` needs float64, with no quantum and not a decimal of a
@@ -543,9 +361,9 @@ class PrecisionEvidence:
         dec = self.decimal[rows]
         dec32 = self.decimal32[rows] & ~self.wide[rows][:, None]
         has, has32 = dec.any(axis=1), dec32.any(axis=1)
-        q[has] = _QUANTA[dec[has].argmax(axis=1)]
+        q[has] = QUANTA[dec[has].argmax(axis=1)]
         f32 = ~has & has32
-        q[f32] = _QUANTA[dec32[f32].argmax(axis=1)]
+        q[f32] = QUANTA[dec32[f32].argmax(axis=1)]
         return q, f32
 
     def _decimal_quantum(self, i):
@@ -553,11 +371,11 @@ class PrecisionEvidence:
         the float32 nearest to its multiples (``stated="auto"``)."""
         k = np.flatnonzero(self.decimal[i])
         if k.size:
-            return _QUANTA[k[0]], False
+            return QUANTA[k[0]], False
         if not self.wide[i]:
             k = np.flatnonzero(self.decimal32[i])
             if k.size:
-                return _QUANTA[k[0]], True
+                return QUANTA[k[0]], True
         return 0.0, False
 
     def model(self, rows):
@@ -739,7 +557,7 @@ class NoiseModel:
         Probabilities below ``small_p`` that lie on the grid of one minus a
         larger one carry its absolute rounding error (in responses of at most
         24 bits; float64 ones always use ``_SMALL_P``, see
-        :func:`~sklearn_plm_explain._certify.noise_scale`)."""
+        :func:`~sklearn_plm_explain._openapi._fit.noise_scale`)."""
         tau64 = noise_scale(L, P, self.unmarked)
         if self.float64.all() or np.all(self.bits >= 53):
             return tau64

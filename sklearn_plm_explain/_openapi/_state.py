@@ -6,8 +6,8 @@ from typing import NamedTuple
 
 import numpy as np
 
-from sklearn_plm_explain._precision import PrecisionEvidence
-from sklearn_plm_explain._results import ResultTable
+from sklearn_plm_explain._openapi._precision import PrecisionEvidence
+from sklearn_plm_explain._openapi._results import ResultTable
 
 
 class Candidate(NamedTuple):

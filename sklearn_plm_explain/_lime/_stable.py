@@ -11,19 +11,15 @@ from scipy.special import stdtrit
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils._param_validation import Interval
 
-from sklearn_plm_explain._blackbox import ModelResponseError
 from sklearn_plm_explain._lime._base import _BaseLime
-from sklearn_plm_explain._lime._query import query_group
-from sklearn_plm_explain._lime._sampling import draw_neighbourhoods
-from sklearn_plm_explain._lime._surrogate import (
-    _distances,
-    _fit_surrogate,
-    _LocalStats,
-)
-from sklearn_plm_explain._lime_output import (
+from sklearn_plm_explain._lime._output import (
     effective_samples,
     projected_effective_samples,
 )
+from sklearn_plm_explain._lime._query import query_group
+from sklearn_plm_explain._lime._sampling import draw_neighbourhoods
+from sklearn_plm_explain._lime._surrogate import _distances, _fit_surrogate, _LocalStats
+from sklearn_plm_explain._utils._blackbox import ModelResponseError
 
 __all__ = ["StableLIMEExplainer", "lars_step_tests"]
 

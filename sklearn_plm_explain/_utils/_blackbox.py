@@ -16,7 +16,11 @@ from sklearn.utils.parallel import Parallel, delayed
 from sklearn.utils.validation import check_is_fitted
 from threadpoolctl import threadpool_limits
 
-from sklearn_plm_explain._precision import near_integer, significant_bits
+from sklearn_plm_explain._utils._floats import (
+    decimal_quantum,
+    digits_rounding,
+    half_precision,
+)
 
 __all__ = ["ModelResponseError", "QueryBudgetExceeded"]
 
@@ -314,7 +318,7 @@ class BlackBox:
         bad = np.abs(out.sum(axis=1) - 1.0) > atol
         if bad.any():
             hint = ""
-            if _half_precision(out[bad]):
+            if half_precision(out[bad]):
                 hint = (
                     " Their values carry at most 11 significant bits, as "
                     "float16 or bfloat16 answers do: half precision is not "
@@ -378,56 +382,6 @@ def query_frame(X, columns, dtypes=None):
     return pd.DataFrame(data, columns=columns)
 
 
-def digits_rounding(out, max_digits=12):
-    """How far the sum of each row of ``out`` may be from its values' true
-    sum if they were written with as many significant digits as the row's
-    longest value shows (half a unit in the last digit of each value), 0 for
-    rows with a value of more than ``max_digits`` digits.
-
-    A value shows ``k`` digits when it is the nearest float64 to a decimal of
-    ``k`` significant digits: scaled by ``10^(k - 1 - e)``, ``e`` its
-    decimal exponent, it is an integer to within the float64 rounding of the
-    scaling (an exponent off by one near a power of ten shifts ``k`` and
-    ``e`` together, and the unit ``10^(e - k + 1)`` with them).
-    """
-    v = np.abs(out)
-    digits = np.full(v.shape, max_digits + 1)
-    digits[v == 0] = 1
-    # The tiniest values overflow the scaling: not finite, they show no digit
-    # count and the row none either.
-    with np.errstate(all="ignore"):
-        e = np.floor(np.log10(np.where(v > 0, v, 1.0)))
-        for k in range(max_digits, 0, -1):
-            on = near_integer(v * 10.0 ** (k - 1 - e))
-            digits = np.where(on & (v > 0), k, digits)
-        k = digits.max(axis=1, keepdims=True)
-        half = 0.5 * 10.0 ** (e - k + 1) * (v > 0)
-    return np.where(k[:, 0] <= max_digits, half.sum(axis=1) * (1 + 1e-6), 0.0)
-
-
-def decimal_quantum(out, max_decimals=12):
-    """The largest ``10**-k`` each row of ``out`` is a multiple of, or 0.
-
-    A value counts as a multiple if it is the nearest float64 to one, or, for
-    values that are float32, the nearest float32 to one (probabilities rounded
-    and then stored as float32).
-    """
-    q = np.zeros(out.shape[0])
-    found = np.zeros(out.shape[0], dtype=bool)
-    out32 = out.astype(np.float32)
-    is32 = np.all(out32.astype(np.float64) == out, axis=1)
-    for k in range(1, max_decimals + 1):
-        ok = np.all(near_integer(out * 10.0**k), axis=1)
-        if k <= 7:
-            ok |= is32 & np.all(np.round(out, k).astype(np.float32) == out32, axis=1)
-        new = ok & ~found
-        q[new] = 10.0**-k
-        found |= ok
-        if found.all():
-            break
-    return q
-
-
 def _name_explained_rows(err, owners):
     """Say which explained rows the query points of a failed call belong to.
 
@@ -450,12 +404,6 @@ def _name_explained_rows(err, owners):
             f"{err.args[0]} The query points concerned belong to row(s) {shown} "
             "of the explained batch.",
         ) + err.args[1:]
-
-
-def _half_precision(values):
-    """Whether every value carries at most 11 significant bits (float16's
-    precision; bfloat16 has 8), zeros included."""
-    return bool(np.all(significant_bits(values) <= 11))
 
 
 def _raise_rows(problem, bad, owners, hint=""):
