@@ -427,4 +427,3 @@ def test_jaccard_stability_properties(sets, k):
     for perm in itertools.islice(itertools.permutations(sets), 3):
         shuffled = [list(s[:k][::-1]) + list(s[k:]) for s in perm]
         assert jaccard_stability(shuffled, k) == pytest.approx(j)
-

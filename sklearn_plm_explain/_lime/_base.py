@@ -11,6 +11,7 @@ in parallel with per-row seeds.
 
 # SPDX-License-Identifier: BSD-3-Clause
 
+import contextlib
 import numbers
 import warnings
 
@@ -25,12 +26,7 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils._param_validation import HasMethods, Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
-from sklearn_plm_explain._checkpoint import (
-    check_chunking,
-    counted_chunks,
-    explain_in_chunks,
-    iter_chunks,
-)
+from sklearn_plm_explain._base import ExplainBatch, ExplainScaffoldMixin
 from sklearn_plm_explain._lime._input import (
     categorical_columns,
     check_fit_input,
@@ -75,12 +71,10 @@ from sklearn_plm_explain._lime._surrogate import (
     lime_kernel,
     row_weights,
 )
-from sklearn_plm_explain._utils import _progress
 from sklearn_plm_explain._utils._blackbox import (
     ModelResponseError,
     map_row_chunks,
     resolve_estimator,
-    worker_pool,
 )
 from sklearn_plm_explain._utils._validation import unfitted_on_error
 
@@ -93,8 +87,13 @@ _DEFAULT_POINTS_PER_GROUP = 2**15
 _DEFAULT_VALUES_PER_GROUP = 2**21
 
 
-class _BaseLime(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
+class _BaseLime(
+    ExplainScaffoldMixin, OneToOneFeatureMixin, TransformerMixin, BaseEstimator
+):
     """Shared fit / validation / batching of the LIME explainers."""
+
+    _warn_fields = ("status", "effective_samples")
+    _ordered_pool = True
 
     _parameter_constraints: dict = {
         "estimator": [
@@ -317,8 +316,9 @@ class _BaseLime(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         """
         check_is_fitted(self)
         prepared = self._prepare(X, target, labels)
-        size = check_chunking(chunk_size, checkpoint, self._row_bytes(prepared))
-        return self._chunks(prepared, False, checkpoint, size)
+        batch = self._batch(prepared, holdout=False)
+        row_bytes = self._row_bytes(prepared)
+        return self._explain_chunks(batch, chunk_size, checkpoint, row_bytes)
 
     def _row_bytes(self, prepared):
         """Bytes of a row's results at most: those of a row not run, with its
@@ -355,10 +355,11 @@ class _BaseLime(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
             "not_run": (rows_data, extra, labels is not None),
         }
 
-    def _runner(self, prepared, holdout, bar, pool):
-        """``run(start, stop, seed)`` and ``not_run(start, stop)`` of the rows."""
+    def _batch(self, prepared, holdout):
+        """The prepared rows as the explain scaffold takes them (see
+        :class:`~sklearn_plm_explain._base.ExplainBatch`)."""
 
-        def run(start, stop, seed):
+        def run(start, stop, seed, bar, pool):
             return self._explain_range(
                 prepared["rows_data"],
                 prepared["target_spec"],
@@ -372,56 +373,26 @@ class _BaseLime(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         def not_run(start, stop):
             return self._not_run_explanation(*prepared["not_run"], start, stop)
 
-        return run, not_run
+        return ExplainBatch(prepared["n"], run, not_run, prepared["identity"])
 
     def _explain(self, X, target, labels, holdout, checkpoint=None):
-        prepared = self._prepare(X, target, labels)
-        n = prepared["n"]
-        desc = "held-out scoring" if holdout else type(self).__name__
-        with (
-            _progress.progress_bar(n, self.verbose, desc=desc) as bar,
-            worker_pool(self.n_jobs, ordered=True) as pool,
-        ):
-            run, not_run = self._runner(prepared, holdout, bar, pool)
-            try:
-                explanation = explain_in_chunks(
-                    self, checkpoint, run, n, not_run=not_run, **prepared["identity"]
-                )
-            finally:
-                release_sobol_tables()
-            if bar.n < n:
-                # Rows a checkpoint already held were not explained again.
-                bar.update(n - bar.n)
-        # explain, transform or score -> _explain -> here
-        self._warn_statuses(explanation.status, explanation.effective_samples, 4)
-        return explanation
+        # explain, transform or score -> _explain -> the scaffold.
+        batch = self._batch(self._prepare(X, target, labels), holdout)
+        desc = "held-out scoring" if holdout else None
+        return self._explain_batch(batch, checkpoint, desc, depth=2)
 
-    def _chunks(self, prepared, holdout, checkpoint, size):
-        """The generator of :meth:`explain_chunked`, over prepared input."""
-        n = prepared["n"]
-        desc = type(self).__name__
-        with (
-            _progress.progress_bar(n, self.verbose, desc=desc) as bar,
-            worker_pool(self.n_jobs, ordered=True) as pool,
-        ):
-            run, not_run = self._runner(prepared, holdout, bar, pool)
-            chunks = iter_chunks(
-                self,
-                checkpoint,
-                run,
-                n,
-                chunk_size=size,
-                not_run=not_run,
-                **prepared["identity"],
-            )
-            try:
-                fields = ["status", "effective_samples"]
-                kept = yield from counted_chunks(chunks, bar, fields)
-            finally:
-                release_sobol_tables()
-        if kept:
-            # The caller's loop -> this generator -> here.
-            self._warn_statuses(kept["status"], kept["effective_samples"], 3)
+    @contextlib.contextmanager
+    def _batch_scope(self):
+        # The Sobol tables drawn for a batch are cached until it ends.
+        try:
+            yield
+        finally:
+            release_sobol_tables()
+
+    def _warn_batch(self, fields, stacklevel):
+        self._warn_statuses(
+            fields["status"], fields["effective_samples"], stacklevel + 1
+        )
 
     def _explain_range(
         self, rows_data, target_spec, seed, holdout, bounds, bar, pool=None

@@ -16,12 +16,7 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils._param_validation import HasMethods, Interval, StrOptions
 from sklearn.utils.validation import check_array, check_is_fitted, validate_data
 
-from sklearn_plm_explain._checkpoint import (
-    check_chunking,
-    counted_chunks,
-    explain_in_chunks,
-    iter_chunks,
-)
+from sklearn_plm_explain._base import ExplainBatch, ExplainScaffoldMixin
 from sklearn_plm_explain._explanation import Explanation, count_statuses
 from sklearn_plm_explain._openapi._design import (
     EXACT_MIN_ENTRIES,
@@ -47,7 +42,6 @@ from sklearn_plm_explain._utils._blackbox import (
     base_seed,
     resolve_estimator,
     resolve_response_method,
-    worker_pool,
 )
 from sklearn_plm_explain._utils._validation import (
     class_indices,
@@ -95,7 +89,9 @@ STATUSES = {
 }
 
 
-class OpenAPIExplainer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
+class OpenAPIExplainer(
+    ExplainScaffoldMixin, OneToOneFeatureMixin, TransformerMixin, BaseEstimator
+):
     """Exact decision features of a piecewise-linear model, from queries alone.
 
     A piecewise-linear model (PLM: ReLU networks, logistic model trees, linear
@@ -578,14 +574,8 @@ class OpenAPIExplainer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         """
         check_is_fitted(self)
         _check_queries_and_checkpoint(return_queries, checkpoint)
-        X, frame = self._numeric_part(X, reset=False)
-        target_idx = self._target_indices(target, X.shape[0])
-
-        with worker_pool(self.n_jobs) as pool:
-            call = self._chunk_call(X, frame, target_idx, return_queries, None, pool)
-            explanation = explain_in_chunks(self, checkpoint, n=X.shape[0], **call)
-        _warn_failures(explanation.status)
-        return explanation
+        batch, _ = self._batch(X, target, return_queries)
+        return self._explain_batch(batch, checkpoint)
 
     def explain_chunked(
         self, X, target=None, return_queries=False, *, chunk_size=None, checkpoint=None
@@ -651,8 +641,7 @@ class OpenAPIExplainer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         """
         check_is_fitted(self)
         _check_queries_and_checkpoint(return_queries, checkpoint)
-        X, frame = self._numeric_part(X, reset=False)
-        target_idx = self._target_indices(target, X.shape[0])
+        batch, X = self._batch(X, target, return_queries)
         # A row's results are arrays of fixed width; with its queries, at
         # most the points of its largest cube besides.
         row = self._assemble(self._blank(0, 1), X[:1])
@@ -660,39 +649,31 @@ class OpenAPIExplainer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         if return_queries:
             d = X.shape[1]
             row_bytes += 8 * d * max_cube_points(d, self.n_witnesses)
-        size = check_chunking(chunk_size, checkpoint, row_bytes)
-        return self._chunks(X, frame, target_idx, return_queries, size, checkpoint)
+        return self._explain_chunks(batch, chunk_size, checkpoint, row_bytes)
 
-    def _chunks(self, X, frame, target_idx, return_queries, size, checkpoint):
-        """The generator of :meth:`explain_chunked`, over checked input."""
-        n = X.shape[0]
-        with (
-            _progress.progress_bar(n, self.verbose, "OpenAPIExplainer") as bar,
-            worker_pool(self.n_jobs) as pool,
-        ):
-            call = self._chunk_call(X, frame, target_idx, return_queries, bar, pool)
-            chunks = iter_chunks(self, checkpoint, n=n, chunk_size=size, **call)
-            kept = yield from counted_chunks(chunks, bar, ["status"])
-        if kept:
-            _warn_failures(kept["status"])
+    def _batch(self, X, target, return_queries):
+        """The validated rows as the explain scaffold takes them (see
+        :class:`~sklearn_plm_explain._base.ExplainBatch`), and their numeric
+        part."""
+        X, frame = self._numeric_part(X, reset=False)
+        target_idx = self._target_indices(target, X.shape[0])
 
-    def _chunk_call(self, X, frame, target_idx, return_queries, bar, pool):
-        """What explaining the validated batch a chunk at a time needs (see
-        :func:`~sklearn_plm_explain._checkpoint.iter_chunks`): ``run`` and
-        ``not_run`` of its rows, and the ``rows`` and ``target`` that
-        identify the call."""
-
-        def run(start, stop, seed):
+        def run(start, stop, seed, bar, pool):
             return self._explain_range(
                 X, frame, target_idx, seed, start, stop, return_queries, bar, pool
             )
 
-        return {
-            "run": run,
+        def not_run(start, stop):
+            return self._assemble(self._blank(start, stop), X[start:stop])
+
+        identity = {
             "rows": (X, frame),
             "target": (target_idx, np.array([bool(return_queries)])),
-            "not_run": lambda a, b: self._assemble(self._blank(a, b), X[a:b]),
         }
+        return ExplainBatch(X.shape[0], run, not_run, identity), X
+
+    def _warn_batch(self, fields, stacklevel):
+        _warn_failures(fields["status"], stacklevel + 1)
 
     def _explain_range(
         self,
@@ -946,7 +927,7 @@ def _check_queries_and_checkpoint(return_queries, checkpoint):
         )
 
 
-def _warn_failures(status):
+def _warn_failures(status, stacklevel):
     failed = status != "exact"
     if not failed.any():
         return
@@ -961,5 +942,5 @@ def _warn_failures(status):
         f"({summary}; rows {shown}). Their values are best estimates; see "
         f"Explanation.status and error_bound.{note}",
         ConvergenceWarning,
-        stacklevel=3,
+        stacklevel=stacklevel,
     )
