@@ -21,7 +21,7 @@ from sklearn.exceptions import ConvergenceWarning  # noqa: E402
 from sklearn.model_selection import train_test_split  # noqa: E402
 from sklearn.neural_network import MLPClassifier  # noqa: E402
 
-from sklearn_plm_explain import (  # noqa: E402
+from sklearn_plm_explain import (
     LimeTabularExplainer,
     OpenAPIExplainer,
     decision_features,

@@ -466,7 +466,7 @@ def test_residual_squares_after_an_update_are_bounded_tightly(extra, seed):
     # design: the residuals' sum of squares after it is bounded from the
     # residuals before it. The bound must be an upper bound, and tight,
     # also for an update that moves mostly the heavy points.
-    from sklearn_plm_explain._openapi._fit import _Corrections, _squares_rows
+    from sklearn_plm_explain._openapi._solve import _Corrections, _squares_rows
 
     def one_row(resid, update, weighted, C, low, first, tau, eps):
         # _squares_rows of one row: C holds the rows `low` of its design,
@@ -520,7 +520,7 @@ def test_residual_squares_of_padded_rows_are_each_rows_own_bound():
     # Rows of a batch with different numbers of corrected points (padded to
     # the largest): each row's bound is an upper bound on its own exact sum,
     # and tight, whatever the padding.
-    from sklearn_plm_explain._openapi._fit import _corrections, _squares_rows
+    from sklearn_plm_explain._openapi._solve import _corrections, _squares_rows
 
     rng = np.random.default_rng(7)
     d, n, K, extra = 30, 31, 4, 6
@@ -759,7 +759,7 @@ def test_weighted_fit_is_the_weighted_least_squares_solution(p):
     # _IMPLICIT_Q_COLUMNS columns, LAPACK's reflectors applied without
     # forming Q above) against the normal equations of a well-conditioned
     # design: coefficients, residual RMS and standard errors.
-    from sklearn_plm_explain._openapi._fit import _IMPLICIT_Q_COLUMNS, _fit_weighted
+    from sklearn_plm_explain._openapi._solve import _IMPLICIT_Q_COLUMNS, _fit_weighted
 
     rng = np.random.default_rng(p)
     n, m, K = 2, p + 30, 3

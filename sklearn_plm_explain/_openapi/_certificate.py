@@ -15,21 +15,17 @@ from typing import NamedTuple
 
 import numpy as np
 
-from sklearn_plm_explain._openapi._fit import (
-    BOUND_Z,
-    HEAVY_NOISE,
-    binary_grid_error,
-    column_units,
-    fit_local_models,
-    noise_inflation,
-)
-from sklearn_plm_explain._openapi._precision import (
+from sklearn_plm_explain._openapi._fit import BOUND_Z, HEAVY_NOISE, fit_local_models
+from sklearn_plm_explain._openapi._noise import (
     NoiseModel,
+    binary_grid_error,
+    noise_inflation,
     relative,
     statistical_abs,
     worst_case_abs,
 )
 from sklearn_plm_explain._openapi._radius import Attempt, first_attempt_consistent
+from sklearn_plm_explain._openapi._solve import column_units
 from sklearn_plm_explain._openapi._state import Candidate
 
 # A row whose noise scale exceeds its relative rounding floor this many times

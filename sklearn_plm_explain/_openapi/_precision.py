@@ -24,9 +24,8 @@ Everything here is free of model queries.
 # SPDX-License-Identifier: BSD-3-Clause
 
 import numpy as np
-from scipy import stats
 
-from sklearn_plm_explain._openapi._fit import noise_inflation, noise_scale
+from sklearn_plm_explain._openapi._noise import _SMALL_P, NoiseModel
 from sklearn_plm_explain._utils._floats import (
     MAX_DECIMALS,
     MAX_DECIMALS_F32,
@@ -46,25 +45,13 @@ from sklearn_plm_explain._utils._floats import (
 # The narrowest binary precision assumed when the values carry fewer bits
 # (e.g. only 0, 1/2 and 1 seen so far): half precision.
 _MIN_BITS = 11
-_F32_TINY = float(np.finfo(np.float32).tiny)
-_F64_TINY = float(np.finfo(np.float64).tiny)
 
-# Ulps of the rounding floor of a float32 (or coarser) forward pass: measured
-# on float32 ONNX exports of scikit-learn MLPs, the centred log-ratios err by
-# at most about 2 ulps times (1 + max |log p|), 0.4 in RMS; the floor is set
-# at that maximum, and the residuals, measured in its units, can only raise
-# it.
-FLOOR_ULPS_NARROW = 0.25
-# Below this, a probability's absolute rounding error matters in log space.
-_SMALL_P = 2.0**-10
 # Repeats of the row itself once a service is seen to be non-deterministic.
 N_REPEATS = 6
 # The most the search may attribute to noise beyond what the noise model
 # says, in its units: a residual that stays put as the cube shrinks is noise
 # only below this; above it, it is a kink.
 NOISE_CAP = 64.0
-# Level of the bound on a call's common error (see NoiseModel.call_error).
-_CALL_LEVEL = 1e-3
 
 
 class PrecisionEvidence:
@@ -444,232 +431,3 @@ class PrecisionEvidence:
             else:
                 out.append(f"{b} bits")
         return np.array(out, dtype=object)
-
-
-class NoiseModel:
-    """Noise model of a group of rows (arrays over the rows)."""
-
-    def __init__(
-        self,
-        bits,
-        quantum,
-        quantum_f32,
-        scatter,
-        scatter_dof,
-        deterministic,
-        call_scatter=None,
-        call_dof=None,
-        unmarked=None,
-    ):
-        self.bits = np.asarray(bits)
-        self.quantum = np.asarray(quantum, dtype=np.float64)
-        self.quantum_f32 = np.asarray(quantum_f32, dtype=bool)
-        self.scatter = np.asarray(scatter, dtype=np.float64)
-        self.scatter_dof = np.asarray(scatter_dof)
-        self.deterministic = np.asarray(deterministic, dtype=bool)
-        # Scatter between calls of a noisy row read call by call (0 for the
-        # others): the error every point of one cube shares.
-        zeros = np.zeros(self.bits.shape)
-        self.call_scatter = zeros if call_scatter is None else np.asarray(call_scatter)
-        self.call_dof = zeros if call_dof is None else np.asarray(call_dof)
-        self.unmarked = (
-            np.zeros(self.bits.shape, dtype=bool)
-            if unmarked is None
-            else np.asarray(unmarked, dtype=bool)
-        )
-        self.eps = 2.0 ** (1 - self.bits.astype(np.float64))
-
-    def __len__(self):
-        return self.bits.size
-
-    def take(self, j):
-        return NoiseModel(
-            self.bits[j],
-            self.quantum[j],
-            self.quantum_f32[j],
-            self.scatter[j],
-            self.scatter_dof[j],
-            self.deterministic[j],
-            self.call_scatter[j],
-            self.call_dof[j],
-            self.unmarked[j],
-        )
-
-    @property
-    def float64(self):
-        """Rows with deterministic float64 responses: rtol is within reach."""
-        return (self.bits >= 53) & (self.quantum == 0) & self.deterministic
-
-    @property
-    def coarse(self):
-        return ~self.float64
-
-    @property
-    def correlated(self):
-        """Noisy rows read call by call: their cubes, each sent in one call
-        with the row itself as its origin, are judged against the scatter
-        within a call; the scatter between calls bounds apart the error the
-        whole cube shares (see :meth:`call_error`)."""
-        return self.call_dof > 0
-
-    def call_scatter_ucb(self):
-        """Upper confidence bound (n,) of the scatter between calls (0 for
-        rows not read call by call)."""
-        return np.array(
-            [
-                s * noise_inflation(int(k)) if k > 0 else 0.0
-                for s, k in zip(self.call_scatter, self.call_dof)
-            ]
-        )
-
-    def call_error(self, L0):
-        """Upper confidence bound (n,) on the relative error a call's common
-        noise gives every slope of a correlated row, 0 for the others.
-
-        Noise drawn once per call moves the responses of a whole cube
-        together: read as a factor ``1 + e`` on the centred log values ``L0``
-        at the row (a service's jitter of its logits, say), it scales every
-        slope by it, and its relative size is the scatter between calls over
-        the values' RMS. An additive shift per call moves no slope, so the
-        bound is conservative for it.
-        """
-        L0 = np.asarray(L0, dtype=np.float64)
-        rms = np.sqrt(np.mean(L0**2, axis=-1))
-        ucb = self.call_scatter_ucb()
-        z = stats.norm.isf(_CALL_LEVEL / 2.0)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            rel = np.where(ucb > 0, z * ucb / rms, 0.0)
-        return np.where(np.isnan(rel), np.inf, rel)
-
-    @property
-    def sharp(self):
-        """Bitwise identical responses mean a dead region (not rounding)."""
-        return self.float64
-
-    @property
-    def tiny(self):
-        """Smallest probability whose log is meaningful, per row."""
-        return np.where(self.bits >= 53, _F64_TINY, _F32_TINY)
-
-    def rounding_tau(self, L, P, small_p=_SMALL_P):
-        """A-priori noise scale (n, m) of the binary rounding, per point.
-
-        Probabilities below ``small_p`` that lie on the grid of one minus a
-        larger one carry its absolute rounding error (in responses of at most
-        24 bits; float64 ones always use ``_SMALL_P``, see
-        :func:`~sklearn_plm_explain._openapi._fit.noise_scale`)."""
-        tau64 = noise_scale(L, P, self.unmarked)
-        if self.float64.all() or np.all(self.bits >= 53):
-            return tau64
-        eps = self.eps[:, None]
-        tau = 2.0 * FLOOR_ULPS_NARROW * eps * (1.0 + np.abs(L).max(axis=2))
-        if P is not None:
-            grid = 2.0 ** -self.bits.astype(np.float64)
-            Pb = np.where(self.bits[:, None, None] <= 24, P.astype(np.float32), P)
-            Pb = Pb.astype(np.float64)
-            # A power of two divides exactly; an integer is its own floor.
-            t = Pb / grid[:, None, None]
-            on_grid = (Pb > 0) & (Pb < small_p) & (np.floor(t) == t)
-            safe = np.where(on_grid, Pb, 1.0)
-            absolute = np.where(on_grid, 0.5 * eps[:, :, None] / safe, 0.0)
-            tau = tau + absolute.max(axis=2)
-        wide = (self.bits >= 53)[:, None]
-        return np.where(wide, tau64, tau)
-
-    def delta(self, L, P, centre):
-        """Worst-case error (n, m, K) of the centred log values from rounding.
-
-        A probability ``p`` rounded to ``q`` lies in ``[p - q/2, p + q/2]``, so
-        its log errs by at most ``log(p / (p - q/2))``; a log value (logit or
-        regression) rounded to ``q`` errs by ``q/2``. Centring mixes the
-        columns: column ``c`` of the centred values errs by at most
-        ``(1 - 2/K) delta_c + mean_k delta_k``. Zero where there is no quantum.
-        """
-        q = self.quantum[:, None, None]
-        half = q / 2.0
-        if P is not None:
-            half = half + np.where(
-                self.quantum_f32[:, None, None],
-                np.spacing(P.astype(np.float32)).astype(np.float64),
-                0.0,
-            )
-            with np.errstate(divide="ignore", invalid="ignore"):
-                d = np.where(P > half, np.log(P / (P - half)), np.inf)
-        else:
-            d = np.broadcast_to(half, L.shape).copy()
-        d = np.where(q > 0, d, 0.0)
-        if not centre:
-            return d
-        K = L.shape[2]
-        own = d * (1.0 - 2.0 / K) if K > 2 else 0.0
-        return own + d.mean(axis=2, keepdims=True)
-
-    def scatter_floor(self):
-        """Measured scatter (n,) of a noisy service, point estimate and UCB."""
-        ucb = np.array(
-            [
-                s * noise_inflation(int(k)) if k > 0 else (np.inf if s > 0 else 0.0)
-                for s, k in zip(self.scatter, self.scatter_dof)
-            ]
-        )
-        return self.scatter, ucb
-
-    def tau(self, L, P, centre):
-        """Noise scale (n, m) that weights the fit: every part, as a variance."""
-        tau = self.rounding_tau(L, P)
-        if np.all(self.float64):
-            return tau
-        d = self.delta(L, P, centre).max(axis=2)
-        d = np.where(np.isfinite(d), d, 0.0)
-        s, _ = self.scatter_floor()
-        s = np.where(np.isfinite(s), s, 0.0)
-        total = np.sqrt(tau**2 + d**2 / 3.0 + s[:, None] ** 2)
-        return np.where(self.float64[:, None], tau, total)
-
-
-def worst_case_abs(A, tau, delta, step):
-    """Bound on the L1 error of each column's slope from bounded errors.
-
-    If the model is affine on the cube and every response errs by at most
-    ``delta`` (n, m, K), the weighted least-squares slopes err by at most
-    ``sum_j sum_m |A+_jm| delta_m / tau_m / step_j`` in input space, with
-    ``A+`` the pseudo-inverse of the weighted design ``A / tau`` (``A = [1,
-    U]``, shape (n, m, d + 1)).
-
-    Returns
-    -------
-    bound : ndarray of shape (n, K)
-    """
-    Ap = np.linalg.pinv(A / tau[:, :, None])[:, 1:, :]  # (n, d, m)
-    G = np.abs(Ap) / tau[:, None, :]
-    per_coef = np.einsum("ndm,nmk->ndk", G, delta)
-    return (per_coef / step[:, :, None]).sum(axis=1)
-
-
-def statistical_abs(sigma, se_x, n_columns=1, level=1e-3):
-    """Upper confidence bound on the L1 error of each column's slope.
-
-    With independent coefficient errors ``e_j ~ N(0, (sigma se_j)^2)`` (the
-    orthogonal design makes them nearly so), ``sum_j |e_j|`` has mean
-    ``sqrt(2/pi) sigma sum_j se_j`` and a right tail no heavier than that of
-    a single term carrying all of ``||se||_2``: it exceeds its mean by
-    ``(z - sqrt(2/pi)) sigma ||se||_2`` with probability at most ``level``
-    over all ``n_columns`` columns, ``z`` the two-sided normal quantile. Unlike
-    a plain sum of standard errors this holds when a few coefficients (features
-    with a small scale) dominate the sum.
-    """
-    mean = np.sqrt(2.0 / np.pi)
-    z = stats.norm.isf(level / (2.0 * n_columns))
-    spread = mean * se_x.sum(axis=1) + (z - mean) * np.sqrt((se_x**2).sum(axis=1))
-    return sigma * spread[:, None]
-
-
-def relative(abs_err, slope):
-    """Relative L1 error of each column from its absolute bound.
-
-    The true slope's norm is at least the estimate's minus the error, so
-    ``abs / (norm - abs)`` bounds the error relative to the true slope.
-    """
-    norm = np.abs(slope).sum(axis=1)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        return np.where(norm > abs_err, abs_err / (norm - abs_err), np.inf)

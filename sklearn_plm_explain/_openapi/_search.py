@@ -32,7 +32,8 @@ from sklearn_plm_explain._openapi._design import (
     orthogonal_designs,
     single_block,
 )
-from sklearn_plm_explain._openapi._fit import grid_rounded, moderate_steps
+from sklearn_plm_explain._openapi._fit import moderate_steps
+from sklearn_plm_explain._openapi._noise import grid_rounded
 from sklearn_plm_explain._openapi._precision import NOISE_CAP
 from sklearn_plm_explain._openapi._radius import RadiusSearch
 from sklearn_plm_explain._openapi._regions import N_PAIRS, RegionLibrary
