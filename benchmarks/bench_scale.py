@@ -813,7 +813,7 @@ def section_floor(case, repeats=7):
         exact_first_solve,
         orthogonal_design,
     )
-    from sklearn_plm_explain._openapi._search import rows_per_group
+    from sklearn_plm_explain._openapi._groups import rows_per_group
     from sklearn_plm_explain._utils._products import prod, t_prod
 
     d, C, k = 784, 10, 5  # classes; n_witnesses of the default explainer

@@ -11,15 +11,11 @@ It writes ``doc/images/readme_explanation.png`` (900 x 450 pixels).
 import warnings
 from pathlib import Path
 
-import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-from sklearn.datasets import load_digits  # noqa: E402
-from sklearn.exceptions import ConvergenceWarning  # noqa: E402
-from sklearn.model_selection import train_test_split  # noqa: E402
-from sklearn.neural_network import MLPClassifier  # noqa: E402
+import numpy as np
+from sklearn.datasets import load_digits
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.model_selection import train_test_split
+from sklearn.neural_network import MLPClassifier
 
 from sklearn_plm_explain import (
     LimeTabularExplainer,
@@ -33,6 +29,11 @@ ROW = 0
 
 
 def main():
+    import matplotlib
+
+    matplotlib.use("Agg")  # a file is written, no window opened
+    import matplotlib.pyplot as plt
+
     X, y = load_digits(return_X_y=True)
     X = X / 16.0
     X_train, X_test, y_train, _ = train_test_split(X, y, test_size=0.2, random_state=0)

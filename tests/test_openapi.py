@@ -476,7 +476,7 @@ def test_failing_parallel_chunk_leaves_a_full_partial(iris_model, monkeypatch):
 
 
 def test_parallel_slices_hold_whole_groups():
-    from sklearn_plm_explain._openapi._search import task_slices
+    from sklearn_plm_explain._openapi._groups import task_slices
 
     # One job: a group at a time.
     assert task_slices(10, 17, 3, 1) == [slice(10, 13), slice(13, 16), slice(16, 17)]

@@ -146,7 +146,7 @@ def test_reused_memory_changes_no_result(monkeypatch):
     # round to round and group to group; a cube grown in a later round keeps
     # its earlier points. Against a run where every array is fresh: bitwise
     # the same results, and every point reported was one the model saw.
-    from sklearn_plm_explain._openapi._search import Workspace
+    from sklearn_plm_explain._openapi._groups import Workspace
 
     mlp, X = _bc_mlp()
     seen = []
@@ -198,7 +198,7 @@ def test_rows_certified_together_are_recorded_as_one_by_one():
 
 
 def test_workspace_grows_on_demand():
-    from sklearn_plm_explain._openapi._search import Workspace
+    from sklearn_plm_explain._openapi._groups import Workspace
 
     ws = Workspace()
     a = ws.array("points", (3, 4))
@@ -218,7 +218,7 @@ def test_row_groups_are_bounded_and_wide_rows_share_products(d):
     # matrix reads it whatever the number of rows), unless one row alone is
     # larger, and always within the working memory; a group holds at least 8
     # rows whenever 64 MiB allows.
-    from sklearn_plm_explain._openapi._search import rows_per_group
+    from sklearn_plm_explain._openapi._groups import rows_per_group
 
     n_witnesses, n_outputs = 5, 10
     cube = 8 * (d + n_witnesses + 2) * (d + 1)

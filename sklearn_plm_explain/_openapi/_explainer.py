@@ -25,16 +25,15 @@ from sklearn_plm_explain._openapi._design import (
     single_block,
 )
 from sklearn_plm_explain._openapi._fit import MAX_DESIGN_ERROR
-from sklearn_plm_explain._openapi._results import ResultTable
-from sklearn_plm_explain._openapi._search import (
-    SearchConfig,
+from sklearn_plm_explain._openapi._groups import (
     fill_in_groups,
-    learned_radius,
     max_cube_points,
     rows_per_group,
-    search_in_groups,
     workspace_scope,
 )
+from sklearn_plm_explain._openapi._radius import learned_radius
+from sklearn_plm_explain._openapi._results import ResultTable
+from sklearn_plm_explain._openapi._search import SearchConfig, search_in_groups
 from sklearn_plm_explain._utils import _progress
 from sklearn_plm_explain._utils._blackbox import (
     BlackBox,
@@ -421,7 +420,7 @@ class OpenAPIExplainer(
 
     def _learn_radius(self, X, frame):
         """The first radius learned from rows of the background (see
-        :func:`~sklearn_plm_explain._openapi._search.learned_radius`)."""
+        :func:`~sklearn_plm_explain._openapi._radius.learned_radius`)."""
         rows = np.unique(np.linspace(0, X.shape[0] - 1, _CALIBRATION_ROWS).astype(int))
         sample = frame.iloc[rows] if frame is not None else None
         target = np.full(rows.size, -1, dtype=np.intp)
@@ -690,7 +689,7 @@ class OpenAPIExplainer(
         """The Explanation of rows ``start:stop`` of the validated batch.
 
         The rows go to the jobs in slices of whole groups (see ``batch_size``
-        and :func:`~sklearn_plm_explain._openapi._search.task_slices`), to the workers
+        and :func:`~sklearn_plm_explain._openapi._groups.task_slices`), to the workers
         of ``pool`` when one is given (see
         :func:`~sklearn_plm_explain._utils._blackbox.worker_pool`), each slice
         counted on the progress bar as it returns (``bar``, or a bar of

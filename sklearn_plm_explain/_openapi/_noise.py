@@ -38,6 +38,16 @@ _BINARY_GRID_P = 0.5
 _GRID_SHARE = 0.125
 
 
+# Ulps of the rounding floor of a float32 (or coarser) forward pass: measured
+# on float32 ONNX exports of scikit-learn MLPs, the centred log-ratios err by
+# at most about 2 ulps times (1 + max |log p|), 0.4 in RMS; the floor is set
+# at that maximum, and the residuals, measured in its units, can only raise
+# it.
+FLOOR_ULPS_NARROW = 0.25
+# Level of the bound on a call's common error (see NoiseModel.call_error).
+_CALL_LEVEL = 1e-3
+
+
 def noise_inflation(n_witnesses, level=1e-3):
     """Upper confidence factor for a noise level estimated from residuals.
 
@@ -170,18 +180,6 @@ def grid_rounded(P, small_p=_SMALL_P):
     # tenth of the time of np.mod, the same answer for finite values).
     t = P * 2.0**53
     return (P > 0) & (P < small_p) & (np.floor(t) == t)
-
-
-# Ulps of the rounding floor of a float32 (or coarser) forward pass: measured
-# on float32 ONNX exports of scikit-learn MLPs, the centred log-ratios err by
-# at most about 2 ulps times (1 + max |log p|), 0.4 in RMS; the floor is set
-# at that maximum, and the residuals, measured in its units, can only raise
-# it.
-FLOOR_ULPS_NARROW = 0.25
-
-
-# Level of the bound on a call's common error (see NoiseModel.call_error).
-_CALL_LEVEL = 1e-3
 
 
 class NoiseModel:

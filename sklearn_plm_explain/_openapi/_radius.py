@@ -53,6 +53,10 @@ ROUNDED_NOISE_CAP = np.sqrt(COARSE_MISFIT)
 CURVATURE_MARGIN = 4.0
 
 
+# A learned first radius is this many times what nine in ten rows needed.
+_RADIUS_MARGIN = 2.0
+
+
 @dataclass
 class Attempt:
     radius: float
@@ -521,3 +525,22 @@ def _exponent(a, b):
     if rho_b <= 0:
         return np.inf
     return float(np.log(rho_a / rho_b) / np.log(a.radius / b.radius))
+
+
+def learned_radius(explanation, rtol, min_radius, max_radius):
+    """The smallest first radius that certifies most of ``explanation``'s rows.
+
+    A certified cube's bound falls like 1 / radius, so ``error_bound *
+    radius`` is what a row needs; the learned radius is ``_RADIUS_MARGIN``
+    times the 90th percentile of that over ``rtol`` (a smaller cube is less
+    likely to reach a region boundary), or None when no row was certified.
+    """
+    e = explanation
+    # Rows certified through a shared region have no cube of their own
+    # (radius NaN): they say nothing about the radius a row needs.
+    need = e.error_bound * e.radius
+    need = need[(e.status == "exact") & np.isfinite(need)]
+    if need.size == 0:
+        return None
+    radius = _RADIUS_MARGIN * np.quantile(need, 0.9) / rtol
+    return float(np.clip(radius, min_radius, max_radius))

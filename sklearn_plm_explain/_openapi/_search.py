@@ -13,41 +13,21 @@ few fresh probes confirm it instead of a search.
 
 # SPDX-License-Identifier: BSD-3-Clause
 
-import threading
-from contextlib import contextmanager
 from dataclasses import dataclass
 
 import numpy as np
-from joblib import effective_n_jobs
-from sklearn import get_config
 
 from sklearn_plm_explain._openapi._certificate import CubeJudge, Cubes
-from sklearn_plm_explain._openapi._design import (
-    EXACT_MIN_ENTRIES,
-    basis_bounds,
-    design,
-    exact_offsets,
-    exact_step,
-    fit_step_below,
-    orthogonal_designs,
-    single_block,
-)
-from sklearn_plm_explain._openapi._fit import moderate_steps
+from sklearn_plm_explain._openapi._groups import THREAD_MEMORY, Workspace, more_points
 from sklearn_plm_explain._openapi._noise import grid_rounded
+from sklearn_plm_explain._openapi._points import CubePointsMixin
 from sklearn_plm_explain._openapi._precision import NOISE_CAP
 from sklearn_plm_explain._openapi._radius import RadiusSearch
 from sklearn_plm_explain._openapi._regions import N_PAIRS, RegionLibrary
 from sklearn_plm_explain._openapi._results import ResultTable
 from sklearn_plm_explain._openapi._state import ChunkState
-from sklearn_plm_explain._utils._blackbox import (
-    ModelResponseError,
-    map_row_slices,
-    row_generators,
-)
+from sklearn_plm_explain._utils._blackbox import ModelResponseError, row_generators
 
-# A row boxed in between too-small and non-linear cubes may use up to this
-# many times (d + 1) witnesses at its largest consistent radius.
-_MORE_WITNESSES = 4
 _SMALLEST_NORMAL = np.finfo(np.float64).tiny
 # Rows with coarse responses (float32, rounded, noisy) step every feature by
 # at least this fraction of the median scale: a nearly constant feature (a
@@ -57,53 +37,6 @@ _MIN_RELATIVE_SCALE = 0.1
 # With region reuse, the first wave of rows searched is this fraction of the
 # batch; waves then double, so the number of rounds grows by a constant.
 _FIRST_WAVE = 32
-# Row groups keep their largest arrays (their cubes' designs) below this size:
-# the allocator then reuses their memory from group to group, where larger
-# ones are mapped afresh and paid for again page by page.
-_ARRAY_BYTES = 16 * 2**20
-# ... but a group holds at least this many rows while its arrays stay below
-# the second size: each of a round's products with a basis-sized matrix
-# (image width: 786 x 786, 5 MB) reads the whole matrix whatever the number
-# of rows, and so does every model call its fixed costs. At d = 784 the
-# first size alone makes groups of 3 rows; 8 took 15 % less of our own time
-# per row and 5 % less of the model's (measured on MLPs at d = 784).
-_MIN_GROUP_ROWS = 8
-_MAX_ARRAY_BYTES = 64 * 2**20
-# With several jobs, rows go to the workers in about this many slices per job,
-# of at least this many rows (see task_slices).
-_TASKS_PER_JOB = 8
-_MIN_TASK_ROWS = 16
-# A learned first radius is this many times what nine in ten rows needed.
-_RADIUS_MARGIN = 2.0
-# The workspace of this thread's searches inside a workspace_scope.
-_THREAD = threading.local()
-
-
-def _more_points(d, n_witnesses):
-    """Points a row's cube may grow by, at most."""
-    return max(n_witnesses, _MORE_WITNESSES * (d + 1))
-
-
-def max_cube_points(d, n_witnesses):
-    """The most points a row's cube can hold: a fresh cube's and all it may
-    grow by (what ``return_queries`` keeps of a row, at most)."""
-    return d + 1 + n_witnesses + _more_points(d, n_witnesses)
-
-
-def rows_per_group(d, n_witnesses, n_outputs):
-    """Rows searched together so that a group fits the working memory.
-
-    The search holds about four arrays of one cube's design size per row
-    (the round's points, the design, the cube kept, the fit's workspace) and
-    the row's results, within scikit-learn's ``working_memory``; and no such
-    array over ``_ARRAY_BYTES``, or over ``_MAX_ARRAY_BYTES`` for groups of
-    up to ``_MIN_GROUP_ROWS`` rows.
-    """
-    cube = 8 * (d + n_witnesses + 2) * (d + 1)
-    per_row = 4 * cube + 8 * d * (n_outputs + 2)
-    budget = get_config()["working_memory"] * 2**20
-    rows = max(_ARRAY_BYTES // cube, min(_MIN_GROUP_ROWS, _MAX_ARRAY_BYTES // cube))
-    return int(max(1, min(budget // per_row, rows)))
 
 
 def search_in_groups(config, make_black_box, X, target, seed, rows, per_group):
@@ -114,7 +47,7 @@ def search_in_groups(config, make_black_box, X, target, seed, rows, per_group):
     # One workspace for all groups (and, inside a workspace_scope, for the
     # later calls of this thread too): their rounds' points and designs are
     # written into the same memory.
-    workspace = getattr(_THREAD, "workspace", None)
+    workspace = getattr(THREAD_MEMORY, "workspace", None)
     if workspace is None or workspace.busy:
         workspace = Workspace()
     workspace.busy = True
@@ -132,85 +65,6 @@ def search_in_groups(config, make_black_box, X, target, seed, rows, per_group):
     finally:
         workspace.busy = False
     return ResultTable.stacked(tables)
-
-
-@contextmanager
-def workspace_scope():
-    """Searches run by this thread inside the block share one
-    :class:`Workspace`, whose memory is let go at the block's end."""
-    outer = getattr(_THREAD, "workspace", None)
-    if outer is None:
-        _THREAD.workspace = Workspace()
-    try:
-        yield
-    finally:
-        if outer is None:
-            _THREAD.workspace = None
-
-
-def task_slices(start, stop, group, jobs):
-    """The slices of rows ``start:stop`` handed to the workers one at a time.
-
-    With one job, a group at a time. With more, about ``_TASKS_PER_JOB``
-    slices per job, so that a slice of costly rows holds up one worker for a
-    while rather than the call, and none under ``_MIN_TASK_ROWS`` rows, whose
-    sending would cost more than their search. A slice longer than a group
-    holds whole groups, so that rows are searched with the same neighbours as
-    with one job.
-    """
-    n = stop - start
-    if jobs <= 1:
-        size = group
-    else:
-        size = max(-(-n // (jobs * _TASKS_PER_JOB)), min(_MIN_TASK_ROWS, -(-n // jobs)))
-        if size > group:
-            size = group * -(-size // group)
-    return [slice(a, min(a + size, stop)) for a in range(start, stop, size)]
-
-
-def fill_in_groups(table, worker, args, n_jobs, group, bar, pool=None):
-    """Fill ``table`` in place from ``worker`` over slices of its rows.
-
-    ``worker(rows, *args)`` gives the result table of a slice of rows (see
-    :func:`task_slices`). Each slice is counted on ``bar`` and written into
-    ``table`` as it returns, so that results are never held twice. On a
-    model failure the error's ``partial`` is ``table`` with every slice
-    finished by then and what the failing slice finished; with several jobs
-    the slices that other workers were still running are lost with the call
-    that raised, and the rest are not run. ``pool``: the workers of
-    :func:`~sklearn_plm_explain._utils._blackbox.worker_pool`, or None.
-    """
-    start, stop = table.offset, table.offset + len(table)
-    slices = task_slices(start, stop, group, effective_n_jobs(n_jobs))
-    try:
-        for part in map_row_slices(worker, slices, n_jobs, *args, pool=pool):
-            table.put(part)
-            bar.update(len(part))
-            del part
-    except ModelResponseError as err:
-        if isinstance(err.partial, ResultTable):
-            table.put(err.partial)
-        err.partial = table
-        raise
-
-
-def learned_radius(explanation, rtol, min_radius, max_radius):
-    """The smallest first radius that certifies most of ``explanation``'s rows.
-
-    A certified cube's bound falls like 1 / radius, so ``error_bound *
-    radius`` is what a row needs; the learned radius is ``_RADIUS_MARGIN``
-    times the 90th percentile of that over ``rtol`` (a smaller cube is less
-    likely to reach a region boundary), or None when no row was certified.
-    """
-    e = explanation
-    # Rows certified through a shared region have no cube of their own
-    # (radius NaN): they say nothing about the radius a row needs.
-    need = e.error_bound * e.radius
-    need = need[(e.status == "exact") & np.isfinite(need)]
-    if need.size == 0:
-        return None
-    radius = _RADIUS_MARGIN * np.quantile(need, 0.9) / rtol
-    return float(np.clip(radius, min_radius, max_radius))
 
 
 # Not compared (eq=False): it holds an array, whose == is elementwise.
@@ -260,34 +114,7 @@ class SearchConfig:
     return_queries: bool = False
 
 
-class Workspace:
-    """Memory reused for a search's largest arrays, round after round.
-
-    A round's points and its cubes' designs are written into buffers that
-    outlive the round: memory the process has touched before, where fresh
-    arrays of several megabytes cost the operating system's page faults again
-    (a third of our own time per row at d = 784 went to them). What a later
-    round still needs of a buffer is copied out of it first (see
-    :meth:`LocalModelSearch._release_points`).
-    """
-
-    def __init__(self):
-        self._buffers = {}
-        # Set while a search writes into it: a nested search gets its own.
-        self.busy = False
-
-    def array(self, name, shape):
-        """An uninitialised float64 array of ``shape`` in buffer ``name``,
-        which grows when it is too small (the array's earlier contents are
-        then gone with the old buffer)."""
-        size = int(np.prod(shape))
-        buffer = self._buffers.get(name)
-        if buffer is None or buffer.size < size:
-            buffer = self._buffers[name] = np.empty(size)
-        return buffer[:size].reshape(shape)
-
-
-class LocalModelSearch:
+class LocalModelSearch(CubePointsMixin):
     """Certified local linear models of one chunk of rows.
 
     Parameters
@@ -423,7 +250,7 @@ class LocalModelSearch:
             rtol=config.rtol,
             n_features=d,
             n_witnesses=config.n_witnesses,
-            n_more=_more_points(d, config.n_witnesses),
+            n_more=more_points(d, config.n_witnesses),
             noise_cap=NOISE_CAP,
         )
         search.signature = signature
@@ -502,107 +329,6 @@ class LocalModelSearch:
         for i, (pts, resp) in state.cubes.items():
             if searches[i].keep and np.may_share_memory(pts, Q):
                 state.cubes[i] = (pts.copy(), resp)
-
-    def _cube_points(self, searches, rows, rngs, draws, block):
-        """Write each searching row's next cube into ``draws`` (consecutive
-        pieces of ``block``); their steps."""
-        steps = []
-        d = self.state.d
-        for i in rows:
-            search = searches[i]
-            step = search.radius * self._row_scale(search)
-            if not search.keep:
-                search.drawn_step = self._exact_step(
-                    self.state.X[i], step, search.n_new
-                )
-            if search.drawn_step is not None:
-                # A step of a few significant bits, a little smaller for a
-                # coordinate just below a power of two: the drawn offsets are
-                # then exact (see exact_offsets). Points added to the cube
-                # later keep it.
-                step = search.drawn_step
-            steps.append(step)
-        if self._drawn_together(searches, rows):
-            # Fresh small cubes of one size, as in a first round: one pass
-            # over all of them (the same numbers as drawn one by one).
-            R, n = rows.size, searches[rows[0]].n_new
-            cubes = block.reshape(R, n, d)
-            orthogonal_designs([rngs[i] for i in rows], n, d, cubes, np.stack(steps))
-            cubes += self.state.X[rows][:, None, :]
-            for i in rows:
-                searches[i].layout = None
-                searches[i].n_orthogonal = n + 1
-            return steps
-        for i, pts, step in zip(rows, draws, steps):
-            self._row_points(searches[i], rngs[i], self.state.X[i], pts, step)
-        return steps
-
-    def _drawn_together(self, searches, rows):
-        """Whether the cubes of ``rows`` are fresh designs of one block, all
-        of the same small size (see :func:`orthogonal_designs`)."""
-        if rows.size < 2:
-            return False
-        d, n = self.state.d, searches[rows[0]].n_new
-        if n < d + 1 or n * d > EXACT_MIN_ENTRIES or not single_block(n, d):
-            return False
-        return all(
-            not s.keep and s.n_new == n and s.drawn_step is None
-            for s in (searches[i] for i in rows)
-        )
-
-    def _row_points(self, search, rng, x0, pts, step):
-        """Write one row's next cube into ``pts``."""
-        fresh = not search.keep
-        # The design is written where the points go, scaled on the way:
-        # no other array of the cube's size is allocated.
-        layout = []
-        design(
-            rng,
-            search.n_new,
-            self.state.d,
-            fresh,
-            out=pts,
-            scale=step,
-            layout=layout,
-            exact=search.drawn_step is not None,
-        )
-        search.layout = None
-        if fresh:
-            # The new cube's design, the origin included, is orthogonal;
-            # drawn from the exact basis, its points are it bit for bit.
-            search.n_orthogonal = search.n_new + 1
-            if search.drawn_step is not None:
-                search.layout = layout[0]
-        pts += x0
-
-    def _exact_step(self, x0, step, n):
-        """The step of a row's cubes of ``n`` points around ``x0`` drawn
-        exactly from the exact basis, or None when they cannot be (more than
-        one block, steps near the range's ends, offsets off the row's grid):
-        ``step`` rounded to a few significant bits and, for a coordinate just
-        below a power of two, halved a few times."""
-        d = x0.size
-        # Small designs cost little to read: their rows are fitted from them
-        # (batched as they are, with fewer calls than the basis products).
-        if n < d + 1 or n * d <= EXACT_MIN_ENTRIES or not single_block(n, d):
-            return None
-        largest = basis_bounds(n, d, exact=True)[1]
-        step = fit_step_below(x0, exact_step(step), largest)
-        if not moderate_steps(step) or not exact_offsets(x0, step, largest):
-            return None
-        return step
-
-    def _probe_points(self, confirm, c_rows, rngs, draws):
-        """Write the probes confirming each waiting row's reused model."""
-        for i, pts in zip(c_rows, draws):
-            # Antithetic pairs in independent directions: if the row sits on a
-            # region boundary, one of each pair lies beyond it, so a boundary
-            # row is never waved through; and a slope difference above the
-            # certified tolerance shows in one of the directions (see
-            # ``RegionLibrary.probe_radius``).
-            g = rngs[i].standard_normal((N_PAIRS, self.state.d))
-            u = g * confirm[i][1] * self.config.scale
-            pts[:] = self.state.X[i] + np.concatenate([u, -u])
 
     def _add_repeats(self, rows, parts):
         """The answers of rows sent again: evidence of the service's scatter."""

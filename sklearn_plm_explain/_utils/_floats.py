@@ -41,6 +41,14 @@ MAX_SHORT_DIGITS = 15
 MIN_SHORT_DIGITS = 11
 
 
+# Correctly rounded powers of ten (Python's decimal parsing) for the
+# exponents _few_digits takes: 9 - floor(log10 |v|) over every nonzero
+# float64 v; those past 1e308 are inf.
+_POW10_LOW = -300
+_POW10 = np.array([float(f"1e{k}") for k in range(_POW10_LOW, 335)])
+_INT_POW10 = 10 ** np.arange(1, 19, dtype=np.int64)
+
+
 def significant_bits(values):
     """Bits of the binary significand each value needs (0 for zeros)."""
     v = np.abs(np.asarray(values, dtype=np.float64)).ravel()
@@ -196,18 +204,6 @@ def _few_digits(v):
         t = v * _POW10[k.astype(np.intp) - _POW10_LOW]
         off = ~near_integer(t)
     return ~(off & np.isfinite(t))
-
-
-# Correctly rounded powers of ten (Python's decimal parsing) for the
-# exponents _few_digits takes: 9 - floor(log10 |v|) over every nonzero
-# float64 v; those past 1e308 are inf.
-_POW10_LOW = -300
-
-
-_POW10 = np.array([float(f"1e{k}") for k in range(_POW10_LOW, 335)])
-
-
-_INT_POW10 = 10 ** np.arange(1, 19, dtype=np.int64)
 
 
 def near_integer(t):
