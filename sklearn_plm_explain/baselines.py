@@ -2,8 +2,8 @@
 
 These explainers are **comparisons**, not certified explanations. Each reads
 the local behaviour of a model from queries at a fixed perturbation scale
-``h`` chosen by the user, as the baselines of the OpenAPI paper (Chu et al.,
-§IV-B and §V) do, and none of them can tell whether its points stayed in the
+``h`` chosen by the user, as the baselines of the OpenAPI paper (Cong, Chu et
+al., arXiv:1906.06857, §IV-B and §V) do, and none of them can tell whether its points stayed in the
 row's linear region or whether the responses were precise enough: their rows
 carry the status ``"uncertified"`` (``"saturated"`` when a probability
 underflowed to 0 and the log-ratios are infinite, values NaN), and no
@@ -376,9 +376,9 @@ class FiniteDifferenceExplainer(_Baseline):
     .. [1] P.-Y. Chen, H. Zhang, Y. Sharma, J. Yi, C.-J. Hsieh, "ZOO: Zeroth
        Order Optimization based Black-box Attacks to Deep Neural Networks
        without Training Substitute Models", AISec 2017.
-    .. [2] L. Chu et al., "Exact and Consistent Interpretation of Piecewise
-       Linear Models Hidden behind APIs: A Closed Form Solution", ICDE 2020,
-       §V (the ZOO baseline).
+    .. [2] Z. Cong, L. Chu, L. Wang, X. Hu, J. Pei, "Exact and Consistent
+       Interpretation of Piecewise Linear Models Hidden behind APIs: A Closed
+       Form Solution", arXiv:1906.06857, §V (the ZOO baseline).
 
     Examples
     --------

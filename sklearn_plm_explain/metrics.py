@@ -1,8 +1,8 @@
 """Measures of explanations: exactness, consistency, faithfulness, stability.
 
-The measures of the OpenAPI paper (L. Chu, X. Hu, J. Hu, L. Wang, J. Pei,
+The measures of the OpenAPI paper (Z. Cong, L. Chu, L. Wang, X. Hu, J. Pei,
 "Exact and Consistent Interpretation of Piecewise Linear Models Hidden behind
-APIs: A Closed Form Solution", ICDE 2020, section V) and of S-LIME (Z. Zhou,
+APIs: A Closed Form Solution", arXiv:1906.06857, section V) and of S-LIME (Z. Zhou,
 G. Hooker, F. Wang, KDD 2021), as plain functions in the style of
 :mod:`sklearn.metrics`:
 
@@ -244,9 +244,9 @@ def l1_distance(D_true, D_pred, *, per_row=False, relative=False, uncertified="d
 
     References
     ----------
-    .. [1] L. Chu, X. Hu, J. Hu, L. Wang, J. Pei, "Exact and Consistent
+    .. [1] Z. Cong, L. Chu, L. Wang, X. Hu, J. Pei, "Exact and Consistent
        Interpretation of Piecewise Linear Models Hidden behind APIs: A Closed
-       Form Solution", ICDE 2020, §V-D.
+       Form Solution", arXiv:1906.06857, §V-D.
 
     Examples
     --------

@@ -3,7 +3,7 @@
 The OpenAPI paper's evaluation, with the package's tools
 ========================================================
 
-The OpenAPI paper (Chu et al., ICDE 2020) judges interpretations of
+The OpenAPI paper (Cong, Chu et al., arXiv:1906.06857) judges interpretations of
 piecewise-linear models by whether they are *exact* and *consistent*. Here
 its experiments run on scikit-learn's digits: a ReLU network (PLNN) and a
 logistic model tree (LMT) are explained by :class:`OpenAPIExplainer` and by

@@ -14,39 +14,31 @@ from sklearn.base import (
 )
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils._param_validation import HasMethods, Interval, StrOptions
-from sklearn.utils.validation import check_array, check_is_fitted, validate_data
+from sklearn.utils.validation import check_is_fitted
 
 from sklearn_plm_explain._base import ExplainBatch, ExplainScaffoldMixin
-from sklearn_plm_explain._explanation import Explanation, count_statuses
+from sklearn_plm_explain._openapi._batch import RowRangeMixin
 from sklearn_plm_explain._openapi._design import (
     EXACT_MIN_ENTRIES,
     basis_bounds,
     exact_first_solve,
     single_block,
 )
-from sklearn_plm_explain._openapi._fit import MAX_DESIGN_ERROR
-from sklearn_plm_explain._openapi._groups import (
-    fill_in_groups,
-    max_cube_points,
-    rows_per_group,
-    workspace_scope,
+from sklearn_plm_explain._openapi._groups import max_cube_points
+from sklearn_plm_explain._openapi._input import (
+    _check_queries_and_checkpoint,
+    check_steps,
+    feature_scale,
+    numeric_part,
 )
 from sklearn_plm_explain._openapi._radius import learned_radius
-from sklearn_plm_explain._openapi._results import ResultTable
-from sklearn_plm_explain._openapi._search import SearchConfig, search_in_groups
-from sklearn_plm_explain._utils import _progress
+from sklearn_plm_explain._openapi._statuses import STATUSES, _warn_failures
 from sklearn_plm_explain._utils._blackbox import (
-    BlackBox,
-    ModelResponseError,
     base_seed,
     resolve_estimator,
     resolve_response_method,
 )
-from sklearn_plm_explain._utils._validation import (
-    class_indices,
-    is_numeric_dtype,
-    unfitted_on_error,
-)
+from sklearn_plm_explain._utils._validation import class_indices, unfitted_on_error
 
 __all__ = ["OpenAPIExplainer", "STATUSES"]
 
@@ -54,42 +46,14 @@ __all__ = ["OpenAPIExplainer", "STATUSES"]
 # radius used without it.
 _CALIBRATION_ROWS = 16
 _DEFAULT_RADIUS = 8e-5
-# A feature whose spread in fit is at most this fraction of its magnitude is
-# constant (the spread is rounding): 2^10 float64 epsilons.
-_CONSTANT_SPREAD = 2.0**10 * np.finfo(np.float64).eps
-
-
-STATUSES = {
-    "exact": "certified: the local linear model is exact to rtol for every class "
-    "(error_bound <= rtol)",
-    "approximate": "certified to error_bound, which exceeds rtol: the responses "
-    "are coarser than float64 (float32, rounded to decimals, or noisy), and the "
-    "cubes the residual test accepts resolve the slopes only that far; "
-    "error_bound bounds the relative L1 error of every class's slope",
-    "saturated": "a probability has underflowed (0, or below the smallest normal "
-    "number of the response precision, e.g. rounded to 0), is held at a floor or "
-    "clip, or is so close to 0 that it is only known as 1 minus the others, too "
-    "imprecisely to resolve the slope; values are NaN when no cube gave an "
-    "estimate",
-    "imprecise": "the responses are too imprecise to resolve the slope even on "
-    "the largest cube tried, and no cube showed a kink",
-    "boundary": "the row is too close to a boundary between linear regions: "
-    "every cube small enough to stay in its region is too small to resolve "
-    "the slope at the response precision",
-    "not_piecewise_linear": "the responses are not those of a piecewise-linear "
-    "model at their precision: residuals that fall like the square of the radius "
-    "(a smooth, curved model, or probabilities smoothed by the service), or "
-    "float64 probabilities whose sum misses 1 by more than their rounding",
-    "flat": "the responses are bitwise identical all around the row (a dead "
-    "region, e.g. every unit of a ReLU layer off; for responses coarser than "
-    "float64, on the largest cube): the slopes are zero to within the response "
-    "precision, which has no relative error to certify",
-    "not_run": "not explained because the model failed on another row first",
-}
 
 
 class OpenAPIExplainer(
-    ExplainScaffoldMixin, OneToOneFeatureMixin, TransformerMixin, BaseEstimator
+    ExplainScaffoldMixin,
+    RowRangeMixin,
+    OneToOneFeatureMixin,
+    TransformerMixin,
+    BaseEstimator,
 ):
     """Exact decision features of a piecewise-linear model, from queries alone.
 
@@ -112,24 +76,21 @@ class OpenAPIExplainer(
     out of reach, the row is certified ``"approximate"`` with the bound its
     responses allow (``error_bound``), never ``"exact"``.
 
-    Read more in the README's sections on response precision and statuses.
+    Read more in the :ref:`User Guide <openapi>`: the statuses, response
+    precision and the limits of the certificate.
 
     Parameters
     ----------
     estimator : estimator, callable or None, default=None
         A fitted classifier (with ``predict_proba`` or ``decision_function``)
         or regressor, or a callable ``f(X) -> probabilities (n, C)``. A fitted
-        estimator is never refitted. An unfitted estimator is cloned and
-        fitted on ``(X, y)`` in :meth:`fit`; ``None`` fits a
-        ``LogisticRegression`` (class labels) or ``LinearRegression`` there. To tune the explainer with
-        ``GridSearchCV`` around an already fitted model, wrap the model in
-        :class:`sklearn.frozen.FrozenEstimator` so that cloning keeps it.
-        The query array a model is called with is valid for that call only:
-        the explainer writes its next points into the same memory (as
-        :func:`sklearn.inspection.permutation_importance` reuses its permuted
-        copy), so a model that keeps its inputs (a log of queries) must copy
-        them; ``explain(..., return_queries=True)`` reports the points each
-        row's local model was fitted on.
+        estimator is never refitted; an unfitted one is cloned and fitted on
+        ``(X, y)`` in :meth:`fit`; ``None`` fits a ``LogisticRegression``
+        (class labels) or ``LinearRegression`` there. To tune the explainer
+        with ``GridSearchCV`` around a fitted model, wrap the model in
+        :class:`sklearn.frozen.FrozenEstimator`. The query array a model is
+        called with is valid for that call only (the explainer reuses its
+        memory): a model that keeps its inputs must copy them.
     response_method : {"auto", "predict_proba", "decision_function", "predict"}, \
             default="auto"
         What to query. ``"auto"`` uses ``predict`` for regressors, then
@@ -139,15 +100,12 @@ class OpenAPIExplainer(
     init_radius : float or "auto", default=8e-5
         First half-width of the sampling cube, in units of each feature's
         scale (see ``scale``). A row whose first cube crosses a region
-        boundary, or is too small to resolve its slope, needs a second one
-        (about ``d`` more queries). ``"auto"`` learns it in :meth:`fit`:
-        it explains up to 16 rows of ``X`` (so ``fit`` queries the model,
-        about ``16 (d + 2)`` to ``48 (d + 2)`` times), reads how far each
-        certified cube's bound lay below ``rtol``, and starts every later row
-        at the smallest radius that certifies nine rows in ten of those with
-        a margin of 2, where region boundaries are least likely to be in the
-        cube (see ``init_radius_``). Every row still starts from that one
-        radius, so results depend on neither the batch nor ``n_jobs``.
+        boundary, or is too small to resolve its slope, needs a second one.
+        ``"auto"`` learns it in :meth:`fit` from a few rows of ``X`` (so
+        ``fit`` queries the model): the smallest radius that certified nine
+        rows in ten of them, with a margin (see ``init_radius_``). Every row
+        starts from that one radius, so results depend on neither the batch
+        nor ``n_jobs``.
     min_radius : float, default=1e-9
         Smallest half-width tried before a row is declared a boundary row.
     max_radius : float, default=1.0
@@ -168,80 +126,54 @@ class OpenAPIExplainer(
     reuse_regions : bool, default=False
         Let a row reuse a local model certified exact for another row of the
         batch when its own response agrees with that model and so do its
-        responses at two fresh random antithetic pairs of points ``x +- u``,
-        in independent directions, four times as far out as the model's own
-        certified radius, judged by the certificate's residual test: five
-        queries instead of a new fit. Two different affine maps agree only on
-        a set of measure zero, so the row lies in that model's region with
-        probability one; a row on a region boundary has one point of each
-        pair beyond it, so it is never waved through; and a slope difference
-        shows in either direction. Only rows with deterministic float64
-        responses reuse. The content of the result (statuses, decision
-        features to ``rtol``) does not change; the number of queries does
-        (``reused_from`` names the row whose model was reused, -1 for rows
-        fitted themselves). Rows are then searched in growing waves, which
-        adds a few rounds of model calls. Off by default because a reused
-        model is bitwise another row's: results then depend (within ``2 *
-        rtol``) on which rows share a batch or a parallel chunk, and on models
-        with small regions (networks) it only costs queries; turn it on for
-        models with few, large regions such as trees.
+        responses at fresh antithetic pairs of points around it, judged by
+        the certificate's residual test: a few queries instead of a new fit.
+        A row on a region boundary has one point of a pair beyond it, so it
+        is never waved through. Only rows with deterministic float64
+        responses reuse; ``reused_from`` names the row whose model was
+        reused (-1 for rows fitted themselves). Off by default: a reused
+        model is bitwise another row's, so results then depend (within
+        ``2 * rtol``) on which rows share a group; turn it on for models with
+        few, large regions such as trees.
     batch_size : int, "auto" or None, default="auto"
         How rows are grouped. ``"auto"`` explains them a group at a time, so
-        that memory does not grow with the number of rows: each group's
+        that memory does not grow with the number of rows: a group's
         queries, designs and cubes stay within scikit-learn's
-        ``working_memory`` (:func:`sklearn.set_config`, 1024 MiB by default;
-        and within about 16 MiB per array, which keeps large arrays in
-        reused memory, or 64 MiB for groups of up to 8 rows) and a finished
-        group keeps only its results. At d = 784 that is 8 rows per group,
-        at d = 64 several hundred; a group's attempts for all its rows go to
-        the model in one call, and with ``reuse_regions`` rows reuse the
-        models of their own group. An
-        int sends at most that many points in one call, with every row of a
-        job searched at once; ``None`` sends each attempt's points for all
-        rows of a job in one call (the memory then grows with the rows).
+        ``working_memory`` (:func:`sklearn.set_config`), and a group's
+        attempts for all its rows go to the model in one call. An int sends
+        at most that many points in one call, with every row of a job
+        searched at once; ``None`` sends each attempt's points for all rows
+        of a job in one call (the memory then grows with the rows).
     n_jobs : int, default=None
-        Number of jobs explaining slices of rows in parallel (about eight
-        slices per job, each handed to the next free worker, so that a few
-        costly rows do not hold up the call). ``None`` means 1 unless in a
-        :obj:`joblib.parallel_config` context. ``-1`` means all processors.
+        Number of jobs explaining slices of rows in parallel. ``None`` means 1
+        unless in a :obj:`joblib.parallel_config` context. ``-1`` means all
+        processors.
     verbose : int, default=0
-        Show a progress bar of the rows explained (rate and time left) on
-        stderr when positive. Silent by default; the command line turns it
-        on.
+        Show a progress bar of the rows explained on stderr when positive.
     random_state : int, RandomState instance or None, default=None
         Seeds the sampling. Each row draws from its own generator derived from
         this seed and the row's values, so results do not depend on ``n_jobs``
         or on the other rows of the batch.
     response_precision : {"auto", "float64", "float32"} or float, default="auto"
         Precision of the model's responses, which sets the noise model of the
-        certificate. ``"auto"`` reads it, row by row, from the responses: how
-        many significant bits the values carry (float32 values, or the
-        shortest decimals of float32 values as a JSON encoder writes them,
-        are float32; decimals of 11 to 15 significant digits, as printf's
-        ``%.13g`` writes them, are ``"13 digits"``), whether every value is a
-        multiple of a decimal quantum ``10**-k`` (rounded responses), and
-        whether the row's response repeats when the row is sent again in a
-        later call (one more query; a non-deterministic service is
-        ``"noisy"``: its scatter within a call and between calls, measured
-        by a few more repeats, joins the noise model, and each later cube
-        brings the row itself again).
-        ``"float64"`` or ``"float32"`` state the binary precision; a float
-        states the quantum the responses are rounded to (e.g. ``1e-6``).
-        Determinism is checked in every case.
-        ``Explanation.response_precision`` records what each row was read as.
+        certificate. ``"auto"`` reads it, row by row, from the responses:
+        their significant bits (float32 values, or their shortest decimals
+        as JSON writes them), a decimal quantum ``10**-k`` they are all
+        multiples of, and whether the row's response repeats when the row is
+        sent again (a non-deterministic service is ``"noisy"`` and its
+        measured scatter joins the noise model). ``"float64"`` or
+        ``"float32"`` state the binary precision; a float states the quantum
+        the responses are rounded to (e.g. ``1e-6``). Determinism is checked
+        in every case. ``Explanation.response_precision`` records what each
+        row was read as.
     uncertified : {"keep", "nan", "raise"}, default="keep"
         What :meth:`transform` does with rows it could not certify (status
         other than ``"exact"``): ``"keep"`` returns their best estimates,
         ``"nan"`` replaces their rows by NaN, ``"raise"`` raises a
         ``ValueError`` naming them. ``explain`` always returns every row
-        with its status and is not affected. ``"keep"`` is the default
-        because in a pipeline a transformer must return finite,
-        row-aligned output (the next step, a scaler or a classifier, fails
-        on NaN, and one hard row would then fail a whole cross-validation);
-        the ``ConvergenceWarning`` still names the flagged rows. Choose
-        ``"nan"`` before a step that handles missing values (an imputer,
-        ``HistGradientBoostingClassifier``) and ``"raise"`` when only
-        certified values may go on, as in an audit.
+        with its status. ``"keep"`` is the default because in a pipeline a
+        transformer must return finite, row-aligned output; the
+        ``ConvergenceWarning`` still names the flagged rows.
 
     Attributes
     ----------
@@ -276,9 +208,13 @@ class OpenAPIExplainer(
 
     References
     ----------
-    .. [1] L. Chu, X. Hu, J. Hu, L. Wang, J. Pei, "Exact and Consistent
+    .. [1] Z. Cong, L. Chu, L. Wang, X. Hu, J. Pei, "Exact and Consistent
+       Interpretation of Piecewise Linear Models Hidden behind APIs: A Closed
+       Form Solution", arXiv:1906.06857 (OpenAPI, the query-only method
+       implemented here).
+    .. [2] L. Chu, X. Hu, J. Hu, L. Wang, J. Pei, "Exact and Consistent
        Interpretation for Piecewise Linear Neural Networks: A Closed Form
-       Solution", KDD 2018; its black-box variant OpenAPI.
+       Solution", KDD 2018 (OpenBox, its white-box counterpart).
 
     Examples
     --------
@@ -397,7 +333,7 @@ class OpenAPIExplainer(
                 self.estimator_, self.response_method
             )
             self.classes_ = self._resolve_classes(X, frame)
-            self.scale_ = self._resolve_scale(X)
+            self.scale_ = feature_scale(X, self.scale, self.n_features_in_)
             # Each explanation records the model it queried; a large model's
             # repr costs about a millisecond, once per fit rather than per call.
             self._estimator_repr = repr(self.estimator)
@@ -431,59 +367,6 @@ class OpenAPIExplainer(
         radius = learned_radius(e, self.rtol, self.min_radius, self.max_radius)
         return _DEFAULT_RADIUS if radius is None else radius
 
-    def _numeric_part(self, X, reset):
-        """The numeric columns of ``X`` as floats, and the frame if it is mixed.
-
-        Data with non-numeric (string, categorical) columns must come as a
-        DataFrame; only its numeric columns are perturbed and explained, the
-        others are held at each row's own values.
-        """
-        if not _has_text_columns(X):
-            if not reset and getattr(self, "numeric_features_", None) is not None:
-                raise ValueError(
-                    "This explainer was fitted on a DataFrame with non-numeric "
-                    "columns; pass rows as a DataFrame with the same columns."
-                )
-            if reset:
-                self.numeric_features_ = None
-            X = validate_data(
-                self, X, dtype=np.float64, reset=reset, ensure_min_samples=1
-            )
-            if not reset:
-                self._check_steps(X)
-            return X, None
-        validate_data(self, X, skip_check_array=True, reset=reset)
-        if reset:
-            self.numeric_features_ = np.array(
-                [c for c in X.columns if is_numeric_dtype(X[c].dtype)], dtype=object
-            )
-        numeric = list(self.numeric_features_)
-        others = [c for c in X.columns if c not in numeric]
-        missing = [c for c in others if X[c].isna().any()]
-        if missing:
-            raise ValueError(f"Input X has missing values in column(s) {missing}.")
-        values = check_array(X[numeric].to_numpy(), dtype=np.float64)
-        if not reset:
-            self._check_steps(values)
-        return values, X.reset_index(drop=True)
-
-    def _check_steps(self, X):
-        """Refuse, before any query, rows whose values are so large that even
-        the largest cube's step is lost to their rounding: every design drawn
-        around them would be singular."""
-        step = self.max_radius * self.scale_
-        lost = np.abs(X) * np.finfo(np.float64).eps > MAX_DESIGN_ERROR * step
-        if lost.any():
-            rows = np.flatnonzero(lost.any(axis=1))
-            j = int(np.flatnonzero(lost[rows[0]])[0])
-            raise ValueError(
-                f"Rows {rows[:10].tolist()}{' ...' if rows.size > 10 else ''} "
-                f"have values too large for their cube's steps (row {rows[0]}, "
-                f"feature {j}: {X[rows[0], j]:.3g} against a largest step of "
-                f"{step[j]:.3g}); rescale or centre the data, or pass a larger "
-                "scale."
-            )
-
     def _resolve_classes(self, X, frame):
         if self._kind == "regression":
             if getattr(self.estimator_, "n_outputs_", 1) > 1:
@@ -502,25 +385,11 @@ class OpenAPIExplainer(
         self._n_outputs = max(len(classes), 2)
         return np.asarray(classes)
 
-    def _resolve_scale(self, X):
-        if isinstance(self.scale, str):
-            scale = X.std(axis=0)
-            # A column held at one value has a spread of its rounding errors
-            # (about eps times its magnitude), not 0: it is constant too.
-            constant = scale <= _CONSTANT_SPREAD * np.abs(X).max(axis=0)
-            scale = np.where(constant, 0.0, scale)
-            positive = scale[scale > 0]
-            fallback = np.median(positive) if positive.size else 1.0
-            # A constant feature still needs a step: its slope is part of
-            # the local model even if the training data never moved it.
-            return np.where(scale > 0, scale, fallback)
-        scale = np.asarray(self.scale, dtype=np.float64)
-        if scale.shape != (self.n_features_in_,) or not np.all(scale > 0):
-            raise ValueError(
-                f"scale must be 'std' or {self.n_features_in_} positive numbers; "
-                f"got shape {scale.shape}."
-            )
-        return scale
+    def _numeric_part(self, X, reset):
+        X, frame = numeric_part(self, X, reset)
+        if not reset:
+            check_steps(X, self.max_radius * self.scale_)
+        return X, frame
 
     # -- explain ------------------------------------------------------------------
     def explain(self, X, target=None, return_queries=False, *, checkpoint=None):
@@ -674,54 +543,6 @@ class OpenAPIExplainer(
     def _warn_batch(self, fields, stacklevel):
         _warn_failures(fields["status"], stacklevel + 1)
 
-    def _explain_range(
-        self,
-        X,
-        frame,
-        target_idx,
-        seed,
-        start,
-        stop,
-        return_queries=False,
-        bar=None,
-        pool=None,
-    ):
-        """The Explanation of rows ``start:stop`` of the validated batch.
-
-        The rows go to the jobs in slices of whole groups (see ``batch_size``
-        and :func:`~sklearn_plm_explain._openapi._groups.task_slices`), to the workers
-        of ``pool`` when one is given (see
-        :func:`~sklearn_plm_explain._utils._blackbox.worker_pool`), each slice
-        counted on the progress bar as it returns (``bar``, or a bar of
-        these rows).
-        """
-        if bar is None:
-            desc = "OpenAPIExplainer"
-            with _progress.progress_bar(stop - start, self.verbose, desc) as bar:
-                return self._explain_range(
-                    X, frame, target_idx, seed, start, stop, return_queries, bar, pool
-                )
-        config = self._search_config(return_queries)
-        group = self._rows_per_group(X.shape[1])
-        table = self._blank(start, stop, config.return_queries)
-        args = (X, target_idx, seed, frame, config)
-        with workspace_scope():
-            try:
-                fill_in_groups(
-                    table, self._explain_rows, args, self.n_jobs, group, bar, pool
-                )
-            except ModelResponseError as err:
-                if isinstance(err.partial, ResultTable):
-                    err.partial = self._assemble(err.partial, X[start:stop])
-                raise
-        return self._assemble(table, X[start:stop])
-
-    def _rows_per_group(self, d):
-        """Rows a job explains at once: all of them unless ``batch_size="auto"``."""
-        if self.batch_size != "auto":
-            return np.iinfo(np.intp).max
-        return rows_per_group(d, self.n_witnesses, self._n_outputs)
-
     def transform(self, X):
         """Decision features of the predicted class, shape (n_samples, n_features).
 
@@ -804,142 +625,3 @@ class OpenAPIExplainer(
         if self.classes_ is None or target is None:
             return np.full(n, -1, dtype=np.intp)
         return class_indices(self.classes_, target, n)
-
-    def _black_box(self, frame=None):
-        names = getattr(self.estimator_, "feature_names_in_", None)
-        template = None if frame is None else (frame, self.numeric_features_)
-        bb = BlackBox(
-            self.estimator_,
-            self.response_method_,
-            self._kind,
-            self._n_outputs,
-            feature_names=names,
-            batch_size=None if self.batch_size == "auto" else self.batch_size,
-            template=template,
-        )
-        if not isinstance(self.response_precision, str):
-            bb.quantum = float(self.response_precision)
-        return bb
-
-    # -- the search -------------------------------------------------------------
-    def _search_config(self, return_queries):
-        """The search's configuration, from the parameters and fitted state."""
-        return SearchConfig(
-            kind=self._kind,
-            n_outputs=self._n_outputs,
-            scale=self.scale_,
-            # A stated radius takes effect at once, as every parameter read
-            # by explain does; a learned one is the fit's.
-            init_radius=(
-                self.init_radius_ if self.init_radius == "auto" else self.init_radius
-            ),
-            min_radius=self.min_radius,
-            max_radius=self.max_radius,
-            n_witnesses=self.n_witnesses,
-            rtol=self.rtol,
-            max_iter=self.max_iter,
-            reuse_regions=self.reuse_regions,
-            response_precision=self.response_precision,
-            return_queries=bool(return_queries),
-        )
-
-    def _explain_rows(self, rows, X, target, seed, frame, config):
-        """The result table of the rows ``rows`` (a slice) of the batch, a
-        group of rows at a time (see ``batch_size``)."""
-        per_group = self._rows_per_group(X.shape[1])
-        return search_in_groups(
-            config, lambda: self._black_box(frame), X, target, seed, rows, per_group
-        )
-
-    def _blank(self, start, stop, queries=False):
-        """The result table of rows ``start:stop``, not run."""
-        return ResultTable.blank(
-            stop - start,
-            n_features=self.scale_.size,
-            n_outputs=self._n_outputs,
-            offset=start,
-            queries=queries,
-        )
-
-    def _assemble(self, table, X):
-        """One Explanation of the rows ``X`` from their result table."""
-        n = X.shape[0]
-        merged = dict(table.arrays)
-        coef = merged.pop("coef")
-        target = merged.pop("target")
-        if self.classes_ is None:
-            values = coef[:, :, 0]
-        else:
-            C = coef.shape[2]
-            values = C / (C - 1) * coef[np.arange(n), :, np.maximum(target, 0)]
-        names = self.get_feature_names_out()
-        status = merged.pop("status")
-        merged.update(self._presented(values, merged["intercept"], target, X))
-        return Explanation(
-            values=values,
-            target=np.maximum(target, 0),
-            classes=self.classes_,
-            feature_names=names,
-            method="openapi",
-            params=self.get_params(deep=False) | {"estimator": self._estimator_repr},
-            coef=coef,
-            status=status,
-            converged=status == "exact",
-            **merged,
-        )
-
-    def _presented(self, values, intercept, target, X):
-        """Contributions relative to the background mean, in the explained
-        output's units (the target's mean log-ratio, or the prediction).
-
-        On the row's region the output is ``values @ x + b`` with ``b`` the
-        target's intercept (scaled like ``values``), so ``baseline = values
-        @ mean_ + b`` and ``baseline + contribution.sum(1)`` is the output.
-        """
-        if self.classes_ is None:
-            b = intercept[:, 0]
-        else:
-            C = intercept.shape[1]
-            b = C / (C - 1) * intercept[np.arange(X.shape[0]), np.maximum(target, 0)]
-        return {
-            "data": X,
-            "contribution": values * (X - self.mean_),
-            "standardized": values * self.std_,
-            "baseline": values @ self.mean_ + b,
-        }
-
-
-def _has_text_columns(X):
-    """A DataFrame with at least one column that is not numeric."""
-    dtypes = getattr(X, "dtypes", None)
-    if dtypes is None or not hasattr(X, "columns"):
-        return False
-    return not all(is_numeric_dtype(X[c].dtype) for c in X.columns)
-
-
-def _check_queries_and_checkpoint(return_queries, checkpoint):
-    # A checkpoint keeps fixed-width arrays; a row's queries are its own.
-    if return_queries and checkpoint is not None:
-        raise ValueError(
-            "return_queries=True cannot be kept in a checkpoint: explain with "
-            "one or the other."
-        )
-
-
-def _warn_failures(status, stacklevel):
-    failed = status != "exact"
-    if not failed.any():
-        return
-    summary = ", ".join(f"{c} {s}" for s, c in count_statuses(status[failed]).items())
-    rows = np.flatnonzero(failed)
-    shown = ", ".join(map(str, rows[:10])) + (" ..." if rows.size > 10 else "")
-    note = ""
-    if (status == "approximate").any():
-        note = " Approximate rows are certified to their error_bound."
-    warnings.warn(
-        f"{failed.sum()} of {status.size} rows were not certified exact "
-        f"({summary}; rows {shown}). Their values are best estimates; see "
-        f"Explanation.status and error_bound.{note}",
-        ConvergenceWarning,
-        stacklevel=stacklevel,
-    )
