@@ -12,7 +12,7 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.model_selection import train_test_split
 
 from sklearn_plm_explain import LimeTabularExplainer, StableLIMEExplainer
-from sklearn_plm_explain._lime._stable import lars_step_tests
+from sklearn_plm_explain._lime._lars_test import lars_step_tests
 from sklearn_plm_explain.metrics import jaccard_stability
 
 CONT = {
