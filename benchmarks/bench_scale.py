@@ -431,7 +431,7 @@ def memory_child_cli(folder, kwargs):
     import csv
     from collections import Counter
 
-    from sklearn_plm_explain._cli import main
+    from sklearn_plm_explain._cli._parser import main
 
     if kwargs:
         raise SystemExit("--explainer-kwargs does not reach the command line")

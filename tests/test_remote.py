@@ -729,7 +729,7 @@ def cli_files(data, tmp_path):
 
 
 def _cli(capsys, *args):
-    from sklearn_plm_explain._cli import main
+    from sklearn_plm_explain._cli._parser import main
 
     code = main([str(a) for a in args])
     out, err = capsys.readouterr()

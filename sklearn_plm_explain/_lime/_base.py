@@ -35,30 +35,13 @@ from sklearn_plm_explain._lime._input import (
     resolve_targets,
     validate_rows,
 )
-from sklearn_plm_explain._lime._output import (
-    Presentation,
-    min_effective_samples,
-)
-from sklearn_plm_explain._lime._query import (
-    model_caller,
-    output_classes,
-)
-from sklearn_plm_explain._lime._results import (
-    STATUSES,
-    not_run_result,
-)
+from sklearn_plm_explain._lime._output import Presentation, min_effective_samples
+from sklearn_plm_explain._lime._query import model_caller, output_classes
+from sklearn_plm_explain._lime._results import STATUSES, not_run_result
 from sklearn_plm_explain._lime._rows import RowGroupsMixin
-from sklearn_plm_explain._lime._sampling import (
-    _TabularSpace,
-    release_sobol_tables,
-)
-from sklearn_plm_explain._lime._surrogate import (
-    lime_kernel,
-    row_weights,
-)
-from sklearn_plm_explain._utils._blackbox import (
-    resolve_estimator,
-)
+from sklearn_plm_explain._lime._sampling import _TabularSpace, release_sobol_tables
+from sklearn_plm_explain._lime._surrogate import lime_kernel, row_weights
+from sklearn_plm_explain._utils._blackbox import resolve_estimator
 from sklearn_plm_explain._utils._validation import unfitted_on_error
 
 

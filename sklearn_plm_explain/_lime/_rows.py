@@ -6,13 +6,8 @@ surrogate, and the Explanation of their results."""
 
 import numpy as np
 
-from sklearn_plm_explain._lime._output import (
-    effective_samples,
-)
-from sklearn_plm_explain._lime._query import (
-    lime_blackbox,
-    query_group,
-)
+from sklearn_plm_explain._lime._output import effective_samples
+from sklearn_plm_explain._lime._query import lime_blackbox, query_group
 from sklearn_plm_explain._lime._results import (
     as_explanation,
     partial_rows,
@@ -32,10 +27,7 @@ from sklearn_plm_explain._lime._surrogate import (
     holdout_weights,
     lime_fit,
 )
-from sklearn_plm_explain._utils._blackbox import (
-    ModelResponseError,
-    map_row_chunks,
-)
+from sklearn_plm_explain._utils._blackbox import ModelResponseError, map_row_chunks
 
 # Query points sent to the model per group of rows when ``batch_size`` is None.
 _DEFAULT_POINTS_PER_GROUP = 2**15
