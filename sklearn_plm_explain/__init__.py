@@ -20,7 +20,7 @@ from sklearn_plm_explain._lime import LimeTabularExplainer, StableLIMEExplainer
 from sklearn_plm_explain._lmt import LogisticModelTreeClassifier
 from sklearn_plm_explain._openapi import STATUSES, OpenAPIExplainer
 from sklearn_plm_explain._remote import RemoteModel, RemoteStats
-from sklearn_plm_explain._utils._blackbox import ModelResponseError, QueryBudgetExceeded
+from sklearn_plm_explain._utils._errors import ModelResponseError, QueryBudgetExceeded
 
 __version__ = "0.1.0"
 

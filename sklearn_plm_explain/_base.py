@@ -21,7 +21,7 @@ from sklearn_plm_explain._checkpoint import (
     iter_chunks,
 )
 from sklearn_plm_explain._utils import _progress
-from sklearn_plm_explain._utils._blackbox import worker_pool
+from sklearn_plm_explain._utils._parallel import worker_pool
 
 
 class ExplainBatch(NamedTuple):

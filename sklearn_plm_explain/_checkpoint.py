@@ -14,7 +14,8 @@ import numpy as np
 from sklearn import get_config
 
 from sklearn_plm_explain._explanation import Explanation
-from sklearn_plm_explain._utils._blackbox import ModelResponseError, base_seed
+from sklearn_plm_explain._utils._errors import ModelResponseError
+from sklearn_plm_explain._utils._parallel import base_seed
 
 __all__ = ["Checkpoint", "CheckpointError"]
 

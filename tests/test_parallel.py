@@ -77,7 +77,7 @@ def test_threading_backend_gives_identical_results(bc):
 def test_blas_is_limited_inside_workers():
     from threadpoolctl import threadpool_info, threadpool_limits
 
-    from sklearn_plm_explain._utils._blackbox import map_row_chunks
+    from sklearn_plm_explain._utils._parallel import map_even_slices
 
     def probe(rows=None):
         blas = [p["num_threads"] for p in threadpool_info() if p["user_api"] == "blas"]
@@ -89,7 +89,7 @@ def test_blas_is_limited_inside_workers():
         if probe() != [2]:
             pytest.skip("BLAS cannot run two threads here")
         with parallel_config(backend="threading"):
-            counts = map_row_chunks(probe, 10, 2)
+            counts = map_even_slices(probe, 10, 2)
     assert all(c == [1] for c in counts)
 
 

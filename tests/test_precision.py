@@ -32,7 +32,8 @@ from sklearn_plm_explain import (
     local_linear_model,
 )
 from sklearn_plm_explain._openapi._precision import PrecisionEvidence
-from sklearn_plm_explain._utils._blackbox import BlackBox, ModelResponseError
+from sklearn_plm_explain._utils._blackbox import BlackBox
+from sklearn_plm_explain._utils._errors import ModelResponseError
 from sklearn_plm_explain._utils._floats import (
     MAX_SHORT_DIGITS,
     digit_bits,

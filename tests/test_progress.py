@@ -315,16 +315,16 @@ def test_warnings_point_at_the_callers_line(iris_model, method, params, chunked)
 @pytest.mark.parametrize("method", ["openapi", "lime"])
 def test_chunks_share_one_set_of_workers(iris_model, method, monkeypatch):
     X, model = iris_model
-    from sklearn_plm_explain._utils import _blackbox
+    from sklearn_plm_explain._utils import _parallel
 
     started = []
 
-    class Counted(_blackbox.Parallel):
+    class Counted(_parallel.Parallel):
         def __init__(self, *args, **kwargs):
             started.append(1)
             super().__init__(*args, **kwargs)
 
-    monkeypatch.setattr(_blackbox, "Parallel", Counted)
+    monkeypatch.setattr(_parallel, "Parallel", Counted)
     explainer = _explainers(model)[method].set_params(n_jobs=2).fit(X)
     alone = _explainers(model)[method].fit(X).explain(X[::5])
     with parallel_config(backend="threading"):

@@ -27,7 +27,8 @@ from sklearn_plm_explain._lime._surrogate import (
     holdout_weights,
     lime_fit,
 )
-from sklearn_plm_explain._utils._blackbox import ModelResponseError, map_row_chunks
+from sklearn_plm_explain._utils._errors import ModelResponseError
+from sklearn_plm_explain._utils._parallel import map_even_slices
 
 # Query points sent to the model per group of rows when ``batch_size`` is None.
 _DEFAULT_POINTS_PER_GROUP = 2**15
@@ -49,14 +50,14 @@ class RowGroupsMixin:
         With a progress bar the rows go in steps of a few model calls per
         worker, each step counted on the bar as it returns; to the workers of
         ``pool`` when one is given (see
-        :func:`~sklearn_plm_explain._utils._blackbox.worker_pool`).
+        :func:`~sklearn_plm_explain._utils._parallel.worker_pool`).
         """
         targets, extra, keep_labels = target_spec
         start, stop = bounds
         parts = []
         for a, b in _progress_steps(self, start, stop):
             try:
-                parts += map_row_chunks(
+                parts += map_even_slices(
                     self._explain_slice,
                     b - a,
                     self.n_jobs,

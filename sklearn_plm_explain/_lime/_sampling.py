@@ -22,7 +22,7 @@ from scipy.special import ndtr, ndtri
 from scipy.stats import qmc
 from sklearn.tree import DecisionTreeClassifier, DecisionTreeRegressor
 
-from sklearn_plm_explain._utils._blackbox import row_seed
+from sklearn_plm_explain._utils._parallel import row_seed
 
 # Values drawn per block (512 rows of 64 columns): the temporaries of a block
 # stay in the CPU cache. Wide data draw fewer rows per block (at d = 784,

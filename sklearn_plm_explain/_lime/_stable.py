@@ -19,7 +19,7 @@ from sklearn_plm_explain._lime._output import (
 from sklearn_plm_explain._lime._query import query_group
 from sklearn_plm_explain._lime._sampling import draw_neighbourhoods
 from sklearn_plm_explain._lime._surrogate import _distances, _fit_surrogate, _LocalStats
-from sklearn_plm_explain._utils._blackbox import ModelResponseError
+from sklearn_plm_explain._utils._errors import ModelResponseError
 
 __all__ = ["StableLIMEExplainer"]
 

@@ -15,7 +15,8 @@ from sklearn_plm_explain._openapi._groups import (
 from sklearn_plm_explain._openapi._results import ResultTable
 from sklearn_plm_explain._openapi._search import SearchConfig, search_in_groups
 from sklearn_plm_explain._utils import _progress
-from sklearn_plm_explain._utils._blackbox import BlackBox, ModelResponseError
+from sklearn_plm_explain._utils._blackbox import BlackBox
+from sklearn_plm_explain._utils._errors import ModelResponseError
 
 
 class RowRangeMixin:
@@ -38,7 +39,7 @@ class RowRangeMixin:
         The rows go to the jobs in slices of whole groups (see ``batch_size``
         and :func:`~sklearn_plm_explain._openapi._groups.task_slices`), to the workers
         of ``pool`` when one is given (see
-        :func:`~sklearn_plm_explain._utils._blackbox.worker_pool`), each slice
+        :func:`~sklearn_plm_explain._utils._parallel.worker_pool`), each slice
         counted on the progress bar as it returns (``bar``, or a bar of
         these rows).
         """

@@ -111,14 +111,14 @@ class _Best(NamedTuple):
 
 
 class CubeJudge:
-    """Judges the cubes of one chunk's rows, round after round.
+    """Judges the cubes of one group's rows, round after round.
 
     Parameters
     ----------
     config : SearchConfig
         The search's configuration.
-    state : ChunkState
-        The chunk's rows, whose results the verdicts are recorded in.
+    state : GroupState
+        The group's rows, whose results the verdicts are recorded in.
     """
 
     def __init__(self, config, state):

@@ -34,10 +34,10 @@ from sklearn_plm_explain._openapi._input import (
 from sklearn_plm_explain._openapi._radius import learned_radius
 from sklearn_plm_explain._openapi._statuses import STATUSES, _warn_failures
 from sklearn_plm_explain._utils._blackbox import (
-    base_seed,
     resolve_estimator,
     resolve_response_method,
 )
+from sklearn_plm_explain._utils._parallel import base_seed
 from sklearn_plm_explain._utils._validation import class_indices, unfitted_on_error
 
 __all__ = ["OpenAPIExplainer", "STATUSES"]

@@ -12,7 +12,8 @@ from joblib import effective_n_jobs
 from sklearn import get_config
 
 from sklearn_plm_explain._openapi._results import ResultTable
-from sklearn_plm_explain._utils._blackbox import ModelResponseError, map_row_slices
+from sklearn_plm_explain._utils._errors import ModelResponseError
+from sklearn_plm_explain._utils._parallel import map_row_slices
 
 # Row groups keep their largest arrays (their cubes' designs) below this size:
 # the allocator then reuses their memory from group to group, where larger
@@ -120,7 +121,7 @@ def fill_in_groups(table, worker, args, n_jobs, group, bar, pool=None):
     finished by then and what the failing slice finished; with several jobs
     the slices that other workers were still running are lost with the call
     that raised, and the rest are not run. ``pool``: the workers of
-    :func:`~sklearn_plm_explain._utils._blackbox.worker_pool`, or None.
+    :func:`~sklearn_plm_explain._utils._parallel.worker_pool`, or None.
     """
     start, stop = table.offset, table.offset + len(table)
     slices = task_slices(start, stop, group, effective_n_jobs(n_jobs))

@@ -1,7 +1,7 @@
 """The per-row result fields of the OpenAPI search, in one table.
 
-The search of a chunk fills a :class:`ResultTable`, the explainer stacks the
-chunks' tables (or pads a failing chunk's to the whole range, its other rows
+The search of a group fills a :class:`ResultTable`, the explainer stacks the
+groups' tables (or pads a failing group's to the whole range, its other rows
 not run) and builds the :class:`Explanation` from it: every one of these
 starts from :data:`RESULT_FIELDS`, so a field is declared once.
 """
@@ -47,7 +47,7 @@ class ResultField(NamedTuple):
 # status and converged first). A row never searched keeps every fill: no
 # estimate (NaN), no bound (inf), no radius, no queries, its target unresolved
 # (-1, reported as class 0) and its precision unread (""); an unfinished row
-# of a failing chunk keeps what it got to (its queries spent, its radius).
+# of a failing group keeps what it got to (its queries spent, its radius).
 RESULT_FIELDS = (
     ResultField("coef", np.float64, np.nan, ("d", "C")),
     ResultField("intercept", np.float64, np.nan, ("C",)),

@@ -1,4 +1,4 @@
-"""The OpenAPI search: certified local linear models of one chunk of rows.
+"""The OpenAPI search: certified local linear models of one group of rows.
 
 :class:`LocalModelSearch` runs in rounds of one model call each. The rows'
 own responses come first; then every row still searching sends a cube of
@@ -25,8 +25,9 @@ from sklearn_plm_explain._openapi._precision import NOISE_CAP
 from sklearn_plm_explain._openapi._radius import RadiusSearch
 from sklearn_plm_explain._openapi._regions import N_PAIRS, RegionLibrary
 from sklearn_plm_explain._openapi._results import ResultTable
-from sklearn_plm_explain._openapi._state import ChunkState
-from sklearn_plm_explain._utils._blackbox import ModelResponseError, row_generators
+from sklearn_plm_explain._openapi._state import GroupState
+from sklearn_plm_explain._utils._errors import ModelResponseError
+from sklearn_plm_explain._utils._parallel import row_generators
 
 _SMALLEST_NORMAL = np.finfo(np.float64).tiny
 # Rows with coarse responses (float32, rounded, noisy) step every feature by
@@ -115,7 +116,7 @@ class SearchConfig:
 
 
 class LocalModelSearch(CubePointsMixin):
-    """Certified local linear models of one chunk of rows.
+    """Certified local linear models of one group of rows.
 
     Parameters
     ----------
@@ -128,7 +129,7 @@ class LocalModelSearch(CubePointsMixin):
 
     Attributes
     ----------
-    state : ChunkState
+    state : GroupState
         After :meth:`run`, what the search learned about the rows.
     judge : CubeJudge
         After :meth:`run`, the judge of their cubes.
@@ -164,7 +165,7 @@ class LocalModelSearch(CubePointsMixin):
             From the model; its ``partial`` holds the result table, the rows
             not finished marked ``"not_run"``.
         """
-        self.state = state = ChunkState(X, offset, self.config)
+        self.state = state = GroupState(X, offset, self.config)
         self.judge = CubeJudge(self.config, state)
         try:
             self._query_origins(target)

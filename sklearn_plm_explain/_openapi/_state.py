@@ -1,4 +1,4 @@
-"""What the OpenAPI search knows about one chunk of rows, and its results."""
+"""What the OpenAPI search knows about one group of rows, and its results."""
 
 # SPDX-License-Identifier: BSD-3-Clause
 
@@ -27,8 +27,8 @@ class Candidate(NamedTuple):
     float64: bool
 
 
-class ChunkState:
-    """Per-row state of one chunk, filled in as attempts come back.
+class GroupState:
+    """Per-row state of one group, filled in as attempts come back.
 
     ``result`` holds the rows' result fields; the rest is what the search
     needs on the way: the responses at the rows themselves (``R0``, their
@@ -40,9 +40,9 @@ class ChunkState:
     Parameters
     ----------
     X : ndarray of shape (n, d)
-        The chunk's rows.
+        The group's rows.
     offset : int
-        Position of the chunk's first row in the batch.
+        Position of the group's first row in the batch.
     config : SearchConfig
         The search's configuration.
     """

@@ -13,7 +13,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import numpy as np
 
-from sklearn_plm_explain._utils._blackbox import ModelResponseError
+from sklearn_plm_explain._utils._errors import ModelResponseError
 
 # Characters of a server's error message quoted in our messages.
 _MESSAGE_CHARS = 500

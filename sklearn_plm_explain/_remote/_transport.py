@@ -25,7 +25,7 @@ from sklearn_plm_explain._remote._protocols import (
     read_answer,
     server_message,
 )
-from sklearn_plm_explain._utils._blackbox import ModelResponseError, QueryBudgetExceeded
+from sklearn_plm_explain._utils._errors import ModelResponseError, QueryBudgetExceeded
 
 logger = logging.getLogger("sklearn_plm_explain.remote")
 

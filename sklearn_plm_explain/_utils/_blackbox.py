@@ -2,27 +2,24 @@
 
 # SPDX-License-Identifier: BSD-3-Clause
 
-import contextlib
-import numbers
-import zlib
-from functools import lru_cache
-
 import numpy as np
 from sklearn.base import clone, is_regressor
 from sklearn.exceptions import NotFittedError
-from sklearn.utils import check_random_state, gen_even_slices
 from sklearn.utils.multiclass import type_of_target
-from sklearn.utils.parallel import Parallel, delayed
 from sklearn.utils.validation import check_is_fitted
-from threadpoolctl import threadpool_limits
 
+from sklearn_plm_explain._utils._errors import (
+    ModelResponseError,
+    _name_explained_rows,
+    _raise_rows,
+)
 from sklearn_plm_explain._utils._floats import (
     decimal_quantum,
     digits_rounding,
     half_precision,
 )
 
-__all__ = ["ModelResponseError", "QueryBudgetExceeded"]
+__all__ = ["BlackBox", "resolve_estimator", "resolve_response_method"]
 
 # Rows of a probability response may miss 1 by this much before we refuse them
 # (more for responses rounded to a decimal quantum or computed in float32), and
@@ -30,75 +27,6 @@ __all__ = ["ModelResponseError", "QueryBudgetExceeded"]
 # probability near 0, which is clipped to 0.
 _PROBA_SUM_ATOL = 1e-6
 _EPS32 = float(np.finfo(np.float32).eps)
-
-
-class ModelResponseError(ValueError):
-    """The explained model returned something that cannot be a valid response.
-
-    Attributes
-    ----------
-    rows : ndarray of int
-        Indices, in the batch passed to ``explain``, of the rows whose queries
-        received the invalid responses.
-    partial : Explanation or None
-        What had been computed before the failure (rows not finished carry the
-        status ``"not_run"``), so that no finished work is lost.
-    """
-
-    def __init__(self, message, rows, partial=None, *, query_rows=None):
-        super().__init__(message)
-        self.rows = np.asarray(rows)
-        self.partial = partial
-        # Positions, in the one model call that failed, of the query points
-        # concerned; a caller that knows which explained row each point
-        # belongs to turns them into ``rows`` (see ``BlackBox._call``).
-        self.query_rows = None if query_rows is None else np.asarray(query_rows)
-
-    def __reduce__(self):
-        # Picklable (process workers send their errors back) although the
-        # constructor takes more than the message.
-        return (_rebuild_error, (type(self), self.args), self.__dict__)
-
-
-def _rebuild_error(cls, args):
-    err = cls.__new__(cls)
-    Exception.__init__(err, *args)
-    return err
-
-
-class QueryBudgetExceeded(ModelResponseError):
-    """The next request to the model would exceed its query budget.
-
-    Raised by :class:`RemoteModel` *before* sending a request that would take
-    the number of rows sent past ``max_queries``; nothing beyond the budget is
-    sent. Like every :class:`ModelResponseError` raised while explaining, its
-    ``partial`` holds every row finished so far.
-
-    Attributes
-    ----------
-    budget : int
-        The budget, ``max_queries``.
-    used : int
-        Rows already sent (or committed to requests in flight).
-    needed : int
-        Rows the refused request or model call would have sent.
-    """
-
-    def __init__(
-        self,
-        message,
-        rows,
-        partial=None,
-        *,
-        query_rows=None,
-        budget=None,
-        used=None,
-        needed=None,
-    ):
-        super().__init__(message, rows, partial, query_rows=query_rows)
-        self.budget = budget
-        self.used = used
-        self.needed = needed
 
 
 def resolve_estimator(estimator, X, y, owner):
@@ -380,164 +308,3 @@ def query_frame(X, columns, dtypes=None):
         else:
             data[name] = col.astype(np.float64)
     return pd.DataFrame(data, columns=columns)
-
-
-def _name_explained_rows(err, owners):
-    """Say which explained rows the query points of a failed call belong to.
-
-    A model that raises :class:`ModelResponseError` itself (such as
-    :class:`RemoteModel`) knows only positions in the call; the explainer
-    knows whose points they are.
-    """
-    if err.rows.size and err.query_rows is None:
-        return
-    points = np.arange(len(owners)) if err.query_rows is None else err.query_rows
-    points = points[(points >= 0) & (points < len(owners))]
-    rows = np.unique(np.asarray(owners)[points])
-    err.rows = rows
-    err.query_rows = None
-    if rows.size:
-        shown = ", ".join(str(r) for r in rows[:10]) + (
-            " ..." if rows.size > 10 else ""
-        )
-        err.args = (
-            f"{err.args[0]} The query points concerned belong to row(s) {shown} "
-            "of the explained batch.",
-        ) + err.args[1:]
-
-
-def _raise_rows(problem, bad, owners, hint=""):
-    rows = np.unique(owners[bad])
-    shown = ", ".join(str(r) for r in rows[:10]) + (" ..." if rows.size > 10 else "")
-    raise ModelResponseError(
-        f"The model returned {problem} for {int(bad.sum())} query point(s) "
-        f"belonging to row(s) {shown} of the explained batch.{hint}",
-        rows=rows,
-    )
-
-
-def base_seed(random_state):
-    """One integer drawn before any dispatch, shared by all rows of a call."""
-    if isinstance(random_state, numbers.Integral):
-        return _base_seed_of(int(random_state))
-    rng = check_random_state(random_state)
-    return int(rng.randint(np.iinfo(np.int32).max))
-
-
-@lru_cache(maxsize=64)
-def _base_seed_of(seed):
-    # An integer seed always gives the same draw; seeding a Mersenne Twister
-    # costs about 0.2 ms, a tenth of our own time in a one-row call at d = 64.
-    return int(check_random_state(seed).randint(np.iinfo(np.int32).max))
-
-
-def row_generators(X, seed):
-    """One independent generator per row, derived from the row's content.
-
-    Seeding from the content rather than the position makes every row's
-    explanation independent of the batch it came in and of ``n_jobs``.
-    Identical rows get identical explanations.
-    """
-    return [np.random.default_rng(row_seed(row, seed)) for row in X]
-
-
-def row_seed(row, seed):
-    """The seed of one explained row: the call's seed and the row's content.
-
-    Every explainer derives its per-row randomness from this, so that a row's
-    explanation depends on neither the batch it came in nor ``n_jobs``.
-    """
-    content = np.ascontiguousarray(row, dtype=np.float64).tobytes()
-    return np.random.SeedSequence([seed, zlib.crc32(content)])
-
-
-def _limited(func, *args):
-    # Several workers each running multi-threaded BLAS would oversubscribe.
-    with threadpool_limits(limits=1, user_api="blas"):
-        return func(*args)
-
-
-@contextlib.contextmanager
-def worker_pool(n_jobs, ordered=False):
-    """Workers shared by the calls of :func:`map_row_slices` in the block that
-    are given it as ``pool`` (None with one job).
-
-    A joblib ``Parallel`` context, entered at the first call that sends
-    slices to workers: its start and stop, with the arrays it memory-maps for
-    the workers, cost about 0.1 s, which a run of many chunks would pay once a
-    chunk. ``ordered`` as in :func:`map_row_slices`.
-    """
-    from joblib import effective_n_jobs
-
-    if effective_n_jobs(n_jobs) <= 1:
-        yield None
-        return
-    with contextlib.ExitStack() as stack:
-        yield _Pool(n_jobs, ordered, stack)
-
-
-class _Pool:
-    """A ``Parallel`` context entered (on ``stack``) when first needed: a
-    call whose rows make one slice runs in this process and needs none."""
-
-    def __init__(self, n_jobs, ordered, stack):
-        self.n_jobs, self.ordered, self._stack = n_jobs, ordered, stack
-        self._parallel = None
-
-    def get(self):
-        if self._parallel is None:
-            parallel = Parallel(
-                n_jobs=self.n_jobs, return_as=_return_as(self.ordered), batch_size=1
-            )
-            self._parallel = self._stack.enter_context(parallel)
-        return self._parallel
-
-
-def _return_as(ordered):
-    return "generator" if ordered else "generator_unordered"
-
-
-def map_row_chunks(func, n_rows, n_jobs, *args, start=0, pool=None):
-    """Run ``func(rows_slice, *args)`` over even chunks of rows, in order.
-
-    The slices cover rows ``start`` to ``start + n_rows`` of the batch (a
-    checkpointed run explains its rows a chunk at a time). ``pool`` as in
-    :func:`map_row_slices`.
-    """
-    from joblib import effective_n_jobs
-
-    n_chunks = min(effective_n_jobs(n_jobs), max(n_rows, 1))
-    slices = [
-        slice(start + sl.start, start + sl.stop)
-        for sl in gen_even_slices(n_rows, n_chunks)
-    ]
-    return list(map_row_slices(func, slices, n_jobs, *args, ordered=True, pool=pool))
-
-
-def map_row_slices(func, slices, n_jobs, *args, ordered=False, pool=None):
-    """Yield ``func(rows_slice, *args)`` for each of ``slices``.
-
-    With one job the slices run in order in this process; with more, they go
-    to the workers one at a time as each becomes free (an uneven slice then
-    holds up one worker, not the call), and come back in the order they end
-    (in the order given with ``ordered``): the workers of ``pool`` (from
-    :func:`worker_pool` with the same ``ordered``), or of a ``Parallel`` of
-    this call.
-    """
-    from joblib import effective_n_jobs
-
-    if effective_n_jobs(n_jobs) <= 1 or len(slices) <= 1:
-        for sl in slices:
-            yield func(sl, *args)
-        return
-    # The outer limit covers thread workers, which share this process's BLAS
-    # (their own limits would race to restore it); the inner one process
-    # workers.
-    if pool is None:
-        parallel = Parallel(n_jobs=n_jobs, return_as=_return_as(ordered), batch_size=1)
-    elif pool.ordered != ordered:
-        raise ValueError(f"a pool with ordered={pool.ordered} cannot keep this order")
-    else:
-        parallel = pool.get()
-    with threadpool_limits(limits=1, user_api="blas"):
-        yield from parallel(delayed(_limited)(func, sl, *args) for sl in slices)

@@ -18,10 +18,12 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 from sklearn_plm_explain._explanation import Explanation
 from sklearn_plm_explain._utils._blackbox import (
     BlackBox,
-    base_seed,
-    map_row_chunks,
     resolve_estimator,
     resolve_response_method,
+)
+from sklearn_plm_explain._utils._parallel import (
+    base_seed,
+    map_even_slices,
     row_generators,
 )
 from sklearn_plm_explain._utils._validation import class_indices
@@ -125,7 +127,7 @@ class _Baseline(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         else:
             target_idx = class_indices(self.classes_, target, X.shape[0])
         seed = base_seed(getattr(self, "random_state", None))
-        parts = map_row_chunks(
+        parts = map_even_slices(
             self._explain_rows,
             X.shape[0],
             self.n_jobs,
@@ -168,7 +170,7 @@ class _Baseline(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         check_is_fitted(self)
         return self.explain(X).values
 
-    # -- the per-chunk computation ------------------------------------------------
+    # -- the per-slice computation ------------------------------------------------
     def _black_box(self):
         return BlackBox(
             self.estimator_,
@@ -228,7 +230,7 @@ class _Baseline(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
 
 
 class _Results:
-    """Per-row results of one chunk."""
+    """Per-row results of one slice of rows."""
 
     def __init__(self, n, d, C, return_queries):
         self.coef = np.full((n, d, C), np.nan)

@@ -66,7 +66,7 @@ class FiniteDifferenceExplainer(_Baseline):
     batch_size : int, default=None
         Largest number of points sent to the model in one call.
     n_jobs : int, default=None
-        Number of jobs explaining chunks of rows in parallel.
+        Number of jobs explaining slices of rows in parallel.
 
     Attributes
     ----------
@@ -197,7 +197,7 @@ class NaiveSquareExplainer(_Baseline):
     batch_size : int, default=None
         Largest number of points sent to the model in one call.
     n_jobs : int, default=None
-        Number of jobs explaining chunks of rows in parallel.
+        Number of jobs explaining slices of rows in parallel.
     random_state : int, RandomState instance or None, default=None
         Seeds the points; each row draws from its own generator derived from
         this seed and the row's values.
@@ -314,7 +314,7 @@ class ExtendedLIMEExplainer(_Baseline):
     batch_size : int, default=None
         Largest number of points sent to the model in one call.
     n_jobs : int, default=None
-        Number of jobs explaining chunks of rows in parallel.
+        Number of jobs explaining slices of rows in parallel.
     random_state : int, RandomState instance or None, default=None
         Seeds the points; each row draws from its own generator derived from
         this seed and the row's values.
