@@ -355,12 +355,10 @@ class CubeJudge:
         ok &= first_attempt_consistent(fits.sigma_hat, cubes.bad)
         g, i = np.flatnonzero(ok), rows[ok]
         if i.size:
-            r = state.result
-            r.n_iter[i] += 1
-            r.coef[i], r.intercept[i] = fits.slope[g], fits.intercept[g]
-            r.error_bound[i] = fits.rel[g]
-            r.radius[i] = [searches[k].radius for k in i]
-            r.status[i] = "exact"
+            radius = [searches[k].radius for k in i]
+            state.record_exact(
+                i, fits.slope[g], fits.intercept[g], fits.rel[g], radius, attempts=1
+            )
             for k in i:
                 del searches[k]
         return ok
@@ -370,9 +368,8 @@ class CubeJudge:
         its model to the other rows."""
         state = self.state
         slope, intercept, rel = fits.slope[j], fits.intercept[j], fits.rel[j]
-        state.record_estimate(i, slope, intercept, rel, radius)
+        state.record_exact(i, slope, intercept, rel, radius)
         state.keep_queries(i, state.cubes[i][0])
-        state.result.status[i] = "exact"
         if state.library is not None and float64:
             state.library.add(
                 state.X[i],
@@ -400,7 +397,6 @@ class CubeJudge:
             state.keep_candidate_queries(i, best.index)
         else:
             state.record_fallback(i)
-        status = state.result.status
         if (
             search.coarse
             and not search.curved
@@ -408,13 +404,10 @@ class CubeJudge:
             and rel < 1.0
             and not self._absolute(i)
         ):
-            status[i] = "exact" if rel <= self.config.rtol else "approximate"
+            exact = rel <= self.config.rtol
+            state.record_status(i, "exact" if exact else "approximate")
             return
-        status[i] = self._failure_status(i, search)
-        if status[i] == "saturated":
-            # Its noise model does not hold (the responses' precision is lost
-            # to an absolute error): no bound.
-            state.result.error_bound[i] = np.inf
+        state.record_status(i, self._failure_status(i, search))
 
     def _best_candidate(self, i, search, limit=np.inf):
         """The consistent attempt with the smallest bound, under the noise

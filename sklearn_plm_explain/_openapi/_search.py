@@ -190,8 +190,7 @@ class LocalModelSearch(CubePointsMixin):
         state.sharp = model.sharp.copy()
         if kind == "proba":
             state.sharp &= ~grid_rounded(R0).any(axis=1)
-        state.result.status[sat] = "saturated"
-        state.result.radius[sat] = np.nan
+        state.record_saturated_origins(sat)
         predicted = np.argmax(R0, axis=1)
         state.result.target[:] = np.where(target >= 0, target, predicted)
 

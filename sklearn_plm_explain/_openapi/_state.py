@@ -117,6 +117,27 @@ class GroupState:
         r.coef[i], r.intercept[i] = slope, intercept
         r.error_bound[i], r.radius[i] = rel, radius
 
+    def record_exact(self, i, slope, intercept, rel, radius, attempts=0):
+        """Rows ``i`` certified exact on their cubes (``attempts`` more
+        attempts counted)."""
+        r = self.result
+        r.n_iter[i] += attempts
+        self.record_estimate(i, slope, intercept, rel, radius)
+        r.status[i] = "exact"
+
+    def record_status(self, i, status):
+        """Row ``i``'s final status, its estimate already recorded."""
+        self.result.status[i] = status
+        if status == "saturated":
+            # Its noise model does not hold (the responses' precision is lost
+            # to an absolute error): no bound.
+            self.result.error_bound[i] = np.inf
+
+    def record_saturated_origins(self, rows):
+        """Rows whose own response has underflowed: saturated before any cube."""
+        self.result.status[rows] = "saturated"
+        self.result.radius[rows] = np.nan
+
     def record_fallback(self, i):
         """No consistent attempt: the last estimate, without a bound."""
         r = self.result
