@@ -1,4 +1,5 @@
-"""The documentation builds with warnings as errors, running every example."""
+"""The documentation builds with warnings as errors, running every example,
+and says what the code is."""
 
 import shutil
 import subprocess
@@ -54,3 +55,27 @@ def test_statuses_are_documented_from_the_code_only():
 
     hand_rows = [s for s in STATUSES if f"| `{s}` |" in readme]
     assert hand_rows == [], "README lists statuses by hand; link the user guide"
+
+
+def _layout_tree(text):
+    """Paths of the files in the user guide's layout tree (4 spaces a level)."""
+    block = text.split("For developers: the package's layout", 1)[1]
+    block = block.split(".. code-block:: text", 1)[1].split("\n\n", 2)[1]
+    paths, folders = set(), []
+    for line in block.splitlines():
+        depth = (len(line) - len(line.lstrip())) // 4 - 1
+        name = line.split()[0]
+        folders = folders[:depth]
+        if name.endswith("/"):
+            folders.append(name.rstrip("/"))
+        else:
+            paths.add("/".join([*folders, name]))
+    return paths
+
+
+def test_the_user_guide_layout_tree_is_the_package():
+    root = Path(__file__).parents[1]
+    text = (root / "doc" / "user_guide.rst").read_text()
+    package = root / "sklearn_plm_explain"
+    modules = {str(p.relative_to(root)) for p in package.rglob("*.py")}
+    assert _layout_tree(text) == modules
