@@ -16,7 +16,7 @@ _N_BATCHES = 16
 
 
 # Default indifference margin of the step test, relative to the leading
-# candidate's residual correlation (chosen on bc_rf, benchmarks/RESULTS.md).
+# candidate's residual correlation (see StableLIMEExplainer's tie_margin).
 TIE_MARGIN = 0.15
 
 
@@ -132,8 +132,8 @@ def _lar_steps(stats, Z, sw, yw, b, k):
     and the residual correlations ``Zc' W^½ r`` at the point of the path
     where feature ``t`` enters. Each step reads the data once, for the
     Gram column of the feature that entered (``O(n d)``), so the d × d Gram
-    matrix is never formed: at d = 784 forming it costs several times the
-    rest of a fit. The columns are kept in ``stats``: the next round of a
+    matrix is never formed: at image width forming it would cost more than
+    the rest of a fit. The columns are kept in ``stats``: the next round of a
     grown sample sums them over its new points only.
     """
     n, d = Z.shape

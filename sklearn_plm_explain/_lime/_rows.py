@@ -32,8 +32,8 @@ from sklearn_plm_explain._utils._parallel import map_even_slices
 
 # Query points sent to the model per group of rows when ``batch_size`` is None.
 _DEFAULT_POINTS_PER_GROUP = 2**15
-# ... and at most this many values (16 MiB): at d = 784, groups of 32768
-# points spent more time writing fresh memory (ours and the model's) than
+# ... and at most this many values (16 MiB): at image width, larger groups
+# spend more time writing fresh memory (ours and the model's) than
 # computing; arrays under the allocator's 32 MiB limit are reused, larger ones
 # are mapped afresh on every call.
 _DEFAULT_VALUES_PER_GROUP = 2**21

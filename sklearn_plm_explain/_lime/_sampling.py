@@ -25,8 +25,8 @@ from sklearn.tree import DecisionTreeClassifier, DecisionTreeRegressor
 from sklearn_plm_explain._utils._parallel import row_seed
 
 # Values drawn per block (512 rows of 64 columns): the temporaries of a block
-# stay in the CPU cache. Wide data draw fewer rows per block (at d = 784,
-# blocks of 512 rows spend two thirds of the sampling time in cache misses).
+# stay in the CPU cache. Wide data draw fewer rows per block (at image width,
+# blocks of 512 rows would spend most of the sampling time in cache misses).
 _SAMPLE_BLOCK_VALUES = 2**15
 _SAMPLE_BLOCK = 512
 # lime adds this to every bin's standard deviation; kept for identical sampling.
@@ -353,9 +353,9 @@ class _Group:
     def sample_buffers(self, shape):
         """One buffer of ``shape`` per row, reused from the slice's earlier groups.
 
-        Writing to freshly mapped memory costs, at d = 784, several
-        microseconds per point on first touch (a page fault per 4 KiB), as
-        much as the model's forward pass; a buffer written by an earlier
+        Writing to freshly mapped memory costs a page fault per 4 KiB on
+        first touch, at image width as much as the model's forward pass; a
+        buffer written by an earlier
         group costs nothing more. A group's samples are not kept once its
         rows are finished, so the next group may overwrite them. Points are
         drawn straight into a buffer, round after round: memory not yet
@@ -393,8 +393,8 @@ class _SobolTable:
     """One scrambled Sobol' sequence per call, shared by the rows' streams.
 
     Drawing and scrambling a Sobol' sequence and mapping it through the
-    inverse normal CDF cost, at d = 784, more than the model's own forward
-    pass per point; done once per call and read by every row through its
+    inverse normal CDF cost, at image width, more than the model's own
+    forward pass per point; done once per call and read by every row through its
     own column permutation and reflection (:class:`_SobolStream`), they cost
     a gather per point. Points are generated as far as the longest row has
     read, into arrays reserved for ``capacity`` points (memory not yet

@@ -82,10 +82,8 @@ class StableLIMEExplainer(_BaseLime):
         ``alpha``, the runner-up would not outrank the entering feature by
         more than ``tie_margin * |ĉ1|`` in another sample. ``0`` is the
         S-LIME paper's test, which two equally strong candidates never pass
-        (their rows end at ``n_max``). The default was chosen on breast
-        cancer with a 500-tree forest (``benchmarks/bench_stability.py``):
-        most rows converge there, selecting the same features as at
-        ``n_max`` under the strict test.
+        (their rows end at ``n_max``). ``benchmarks/bench_stability.py``
+        compares margins.
     max_growth : float or None, default=None
         Largest factor by which one round may grow the sample. The size a
         failing step asks for is extrapolated from a noisy gap (a near-tie

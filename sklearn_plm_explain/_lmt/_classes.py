@@ -150,9 +150,8 @@ class LogisticModelTreeClassifier(ClassifierMixin, BaseEstimator):
       weights and no duplicate rows this is ordinary stratified k-fold.
     * The folds are shuffled with ``random_state`` (Weka stratifies the data
       in its stored order). Given Weka's own folds through ``cv``, the
-      iterations chosen and the leaves of the pruned tree are Weka's on every
-      fold measured (``benchmarks/bench_lmt_weka.py``: breast cancer, digits,
-      iris, wine and two generated sets, 30 of 30 folds).
+      iterations chosen and the leaves of the pruned tree are Weka's
+      (``benchmarks/bench_lmt_weka.py`` compares them fold by fold).
     * Two values count as distinct for a cut whenever they differ (Weka
       ignores differences below 1e-5), and the ``actual`` split point is the
       largest value of the current training data (Weka uses the full data

@@ -10,7 +10,7 @@ import numpy as np
 # a row's design depends only on its own generator.
 _BASIS_SEED = 20261202
 # Beyond this many runs of adjacent columns, or up to this many entries, a
-# design is gathered column by column (measured crossover: d about 128).
+# design is gathered column by column (the faster way below d of about 128).
 _MAX_RUNS = 32
 _SMALL_DESIGN = 128 * 132
 # The bases' entries are multiples of 2^-_BASIS_BITS and the cubes' steps
@@ -144,7 +144,7 @@ def _gather_columns(basis, cols, out, factor):
 
     A design of ``d + 1`` to ``d + 5`` points leaves out a few of its basis's
     columns: the rest is a few runs of adjacent columns, multiplied as blocks
-    (several times faster than a gather of single columns at image width),
+    (faster than a gather of single columns at image width),
     in one pass over the design.
     """
     if out.size > _SMALL_DESIGN:

@@ -54,9 +54,9 @@ _TINY_STEP = 1e-60
 _HUGE_STEP = 1e60
 # Designs of at least this many bytes per row are fitted on views of their
 # batch, run by run of adjacent rows, instead of on a copy of a subset; so
-# are smaller ones in at most _VIEW_RUNS runs (a first round at d = 64 with
-# one row left to the corrected fit: copying the other 99 designs cost more
-# than a second call).
+# are smaller ones in at most _VIEW_RUNS runs (as when one row of a first
+# round is left to the corrected fit: copying the others' designs would cost
+# more than a second call).
 _VIEW_BYTES = 2**18
 _VIEW_RUNS = 4
 

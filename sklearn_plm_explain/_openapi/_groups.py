@@ -24,9 +24,8 @@ _ARRAY_BYTES = 16 * 2**20
 # ... but a group holds at least this many rows while its arrays stay below
 # the second size: each of a round's products with a basis-sized matrix
 # (image width: 786 x 786, 5 MB) reads the whole matrix whatever the number
-# of rows, and so does every model call its fixed costs. At d = 784 the
-# first size alone makes groups of 3 rows; 8 took 15 % less of our own time
-# per row and 5 % less of the model's (measured on MLPs at d = 784).
+# of rows, and so does every model call its fixed costs; at image width the
+# first size alone would make groups of a few rows.
 _MIN_GROUP_ROWS = 8
 
 
@@ -143,7 +142,7 @@ class Workspace:
     A round's points and its cubes' designs are written into buffers that
     outlive the round: memory the process has touched before, where fresh
     arrays of several megabytes cost the operating system's page faults again
-    (a third of our own time per row at d = 784 went to them). What a later
+    (at image width, a large part of our own time per row). What a later
     round still needs of a buffer is copied out of it first (see
     :meth:`LocalModelSearch._release_points`).
     """

@@ -38,11 +38,10 @@ _BINARY_GRID_P = 0.5
 _GRID_SHARE = 0.125
 
 
-# Ulps of the rounding floor of a float32 (or coarser) forward pass: measured
-# on float32 ONNX exports of scikit-learn MLPs, the centred log-ratios err by
-# at most about 2 ulps times (1 + max |log p|), 0.4 in RMS; the floor is set
-# at that maximum, and the residuals, measured in its units, can only raise
-# it.
+# Ulps of the rounding floor of a float32 (or coarser) forward pass, in units
+# of (1 + max |log p|): the largest error of the centred log-ratios of
+# float32 ONNX exports of scikit-learn MLPs; the
+# residuals, in its units, can only raise it.
 FLOOR_ULPS_NARROW = 0.25
 # Level of the bound on a call's common error (see NoiseModel.call_error).
 _CALL_LEVEL = 1e-3
@@ -58,7 +57,7 @@ def noise_inflation(n_witnesses, level=1e-3):
     if np.ndim(n_witnesses) == 0:
         return _inflation(int(n_witnesses), float(level))
     # A batch holds a few distinct counts: one quantile each (scipy's ppf
-    # costs about 0.2 ms a call, which was a tenth of a small round's own time).
+    # is slow next to a small round's own arithmetic).
     k = np.asarray(n_witnesses)
     values, inverse = np.unique(k, return_inverse=True)
     factors = np.array([_inflation(int(v), float(level)) for v in values])
@@ -148,8 +147,7 @@ def binary_grid_error(P, unmarked=None):
     one minus the other, and its absolute error, 0.5 eps / p, exceeds the
     relative floor up to about 2^-6: it is added to every point of the row
     alike, which bounds each point's and keeps the fit's weights even (left
-    out, 5 of 26,888 exact binary rows were up to 1.52 times past their
-    bounds).
+    out, a few exact binary rows are certified past their bounds).
     """
     if P.shape[-1] != 2:
         return np.zeros(P.shape[0])

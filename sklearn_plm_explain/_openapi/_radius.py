@@ -264,7 +264,7 @@ class RadiusSearch:
         reach is ``want`` when the bracket above it is too narrow to split,
         else at most ``r_hi / 2``. The bound of the consistent float64 cube
         at ``r_lo``, set by the noise floor alike at every point (``steady``),
-        falls like 1 / radius (within 1 % on the rows measured): when its
+        falls like 1 / radius: when its
         forecast at that radius is above what even ``n_more`` witnesses bring
         below rtol, with a margin, no cube can certify the row, and it ends
         now as it would after them. Only below a kink that no noise the

@@ -358,9 +358,9 @@ def public_url(url):
 def dumps(obj):
     """JSON bytes; floats as the shortest text that reads back exactly.
 
-    orjson (in the ``remote`` extra) is some twenty times faster on large
-    arrays than the standard library; both write every float64 so that it
-    round-trips bitwise.
+    orjson (in the ``remote`` extra) is much faster on large arrays than the
+    standard library; both write every float64 so that it round-trips
+    bitwise.
     """
     try:
         import orjson

@@ -33,8 +33,8 @@ QUANTA = np.array([10.0 ** -(np.intp(k) + 1) for k in range(MAX_DECIMALS)])
 # Values written with 11 to 15 significant digits (printf's "%.13g") are
 # rounded far above float64's floor: a row whose values needing float64 are
 # all such decimals gets a binary precision that covers the rounding (see
-# digit_bits). A float64 value needs 16 or 17 digits but for 6 to 8 % of
-# them (measured on random values), so one row's values decide at once.
+# digit_bits). Nearly every float64 value needs 16 or 17 digits, so one
+# row's values decide at once.
 MAX_SHORT_DIGITS = 15
 
 
@@ -140,9 +140,9 @@ def digit_bits(digits):
     ``5 10^-digits`` of the value, and ``2^-b`` at least ``10^(1 - digits)``,
     twice that, for ``b = floor((digits - 1) log2 10)``. Other counts: 53
     (float64). Ten digits or fewer are left to float64's model, whose
-    residual test flags their rows: read with a model of their digits (or
-    float32's for nine), a review found a few rows in a hundred certified
-    past their bounds, by up to 1.65 times, as behind float32 noise."""
+    residual test flags their rows: a model of their digits (or float32's
+    for nine) does not bound such coarse values' errors, as it does not
+    behind float32 noise."""
     d = np.asarray(digits, dtype=np.intp)
     b = np.floor((d - 1) * np.log2(10.0)).astype(np.intp)
     short = (d >= MIN_SHORT_DIGITS) & (d <= MAX_SHORT_DIGITS)
@@ -187,7 +187,7 @@ def _few_digits(v):
     """Whether each value may be the nearest float64 to a decimal of at most
     9 significant digits (a float32's shortest decimal has at most 9); False
     only for values that cannot be, so that the shortest decimals need not
-    be written out for them (most float64 responses, at about 1 us each).
+    be written out for them (most float64 responses, one at a time).
 
     A decimal ``N 10^q`` with ``|N| < 10^9``, times ``10^k`` with ``k = 9 -
     floor(log10 |v|)`` (one digit more than needed, which covers a floor

@@ -25,7 +25,7 @@ def base_seed(random_state):
 @lru_cache(maxsize=64)
 def _base_seed_of(seed):
     # An integer seed always gives the same draw; seeding a Mersenne Twister
-    # costs about 0.2 ms, a tenth of our own time in a one-row call at d = 64.
+    # is not free, and a one-row call pays it every time.
     return int(check_random_state(seed).randint(np.iinfo(np.int32).max))
 
 
@@ -62,7 +62,7 @@ def worker_pool(n_jobs, ordered=False):
 
     A joblib ``Parallel`` context, entered at the first call that sends
     slices to workers: its start and stop, with the arrays it memory-maps for
-    the workers, cost about 0.1 s, which a run of many chunks would pay once a
+    the workers, are costly, and a run of many chunks would pay them once a
     chunk. ``ordered`` as in :func:`map_row_slices`.
     """
     from joblib import effective_n_jobs
