@@ -4,7 +4,7 @@
 
 import numpy as np
 
-from sklearn_plm_explain._utils._blackbox import BlackBox, query_frame
+from sklearn_plm_explain._utils._blackbox import BlackBox, is_model_object, query_frame
 
 
 class _ModelCaller:
@@ -31,12 +31,18 @@ def model_caller(est, mode, X, cat_cols):
     callable one with the columns of a training DataFrame); categorical
     columns keep the training frame's dtypes.
     """
-    is_model = hasattr(est, "fit")
+    is_model = is_model_object(est)
     method = None
     if is_model:
         method = "predict_proba" if mode == "classification" else "predict"
         if not hasattr(est, method):
-            raise TypeError(f"{type(est).__name__} has no method {method!r}.")
+            hint = (
+                " LIME explains probabilities in classification mode: pass an "
+                "object with predict_proba, or a callable that returns them."
+                if mode == "classification"
+                else ""
+            )
+            raise TypeError(f"{type(est).__name__} has no method {method!r}.{hint}")
     columns = None
     names = getattr(est, "feature_names_in_", None)
     if names is not None:

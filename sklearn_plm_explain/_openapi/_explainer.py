@@ -232,7 +232,14 @@ class OpenAPIExplainer(
     """
 
     _parameter_constraints: dict = {
-        "estimator": [HasMethods(["fit"]), callable, None],
+        "estimator": [
+            HasMethods(["fit"]),
+            HasMethods(["predict_proba"]),
+            HasMethods(["decision_function"]),
+            HasMethods(["predict"]),
+            callable,
+            None,
+        ],
         "response_method": [
             StrOptions({"auto", "predict_proba", "decision_function", "predict"})
         ],

@@ -29,6 +29,31 @@ _PROBA_SUM_ATOL = 1e-6
 _EPS32 = float(np.finfo(np.float32).eps)
 
 
+# The methods a model object may answer with; an object with none of them that
+# is callable is a plain function of the rows.
+RESPONSE_METHODS = ("predict_proba", "decision_function", "predict")
+
+
+def is_model_object(estimator):
+    """Whether ``estimator`` answers through a method (a fitted estimator or
+    any object with ``predict_proba``, ``decision_function`` or ``predict``)
+    rather than by being called."""
+    return hasattr(estimator, "fit") or any(
+        hasattr(estimator, m) for m in RESPONSE_METHODS
+    )
+
+
+def _is_regressor(estimator):
+    """scikit-learn's ``is_regressor``; an object outside scikit-learn's
+    estimators (no tags) is a regressor when ``predict`` is all it has."""
+    try:
+        return is_regressor(estimator)
+    except (AttributeError, TypeError):
+        return hasattr(estimator, "predict") and not any(
+            hasattr(estimator, m) for m in RESPONSE_METHODS[:2]
+        )
+
+
 def resolve_estimator(estimator, X, y, owner):
     """The model an explainer explains, as ``fit(X, y)`` of ``owner`` sees it.
 
@@ -80,11 +105,11 @@ def resolve_response_method(estimator, response_method):
         "predict_proba": "proba",
         "predict": "regression",
     }
-    if not hasattr(estimator, "fit") and callable(estimator):
+    if not is_model_object(estimator) and callable(estimator):
         method = "predict_proba" if response_method == "auto" else response_method
         return method, kinds[method]
     if response_method == "auto":
-        if is_regressor(estimator):
+        if _is_regressor(estimator):
             method = "predict"
         elif hasattr(estimator, "decision_function"):
             method = "decision_function"
@@ -160,7 +185,7 @@ class BlackBox:
         elif self.feature_names is not None:
             X = query_frame(X, self.feature_names)
         fn = self.estimator
-        if hasattr(fn, "fit") or not callable(fn):
+        if is_model_object(fn) or not callable(fn):
             fn = getattr(self.estimator, self.method)
         self.n_calls += 1
         try:
