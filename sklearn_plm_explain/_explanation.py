@@ -232,10 +232,9 @@ class Explanation:
         if self.classes is not None:
             extra.append(("target_label", self.target_label))
         if "selected_names" in self._rows:
-            text = [
-                "; ".join(f"{name} ({value:+.4g})" for name, value in self.as_list(i))
-                for i in range(len(self))
-            ]
+            # The weights, as the feature columns hold them (slopes).
+            listed = (self.as_list(i, attribution="slope") for i in range(len(self)))
+            text = ["; ".join(f"{n} ({v:+.4g})" for n, v in pairs) for pairs in listed]
             extra.append(("as_list", np.asarray(text, dtype=object)))
         # A diagnostic whose name is also a feature's (a column "status" or
         # "score" in the data) gets a prefix rather than hiding the feature.
@@ -268,7 +267,7 @@ class Explanation:
         labels[selected[keep]] = names[keep]
         return labels
 
-    def as_list(self, row=None, top_k=None, attribution="slope"):
+    def as_list(self, row=None, top_k=None, attribution="contribution"):
         """Feature names and attributions of one row, largest magnitude first.
 
         Like ``lime``'s ``Explanation.as_list``: when the explanation records
@@ -285,9 +284,13 @@ class Explanation:
             holds a single row (such as ``E[i]``).
         top_k : int, default=None
             Keep only the ``top_k`` largest attributions; ``None`` keeps all.
-        attribution : {"slope", "contribution", "standardized"}, default="slope"
+        attribution : {"contribution", "standardized", "slope"}, \
+                default="contribution"
             Which attributions are listed and ranked (see
-            :meth:`attributions`); ``"slope"`` lists ``values``, as lime does.
+            :meth:`attributions`): contributions by default, as
+            :meth:`attributions` and :meth:`plot` give them, so that the list
+            and the chart agree; ``"slope"`` lists ``values``, as lime's
+            ``as_list`` does.
 
         Returns
         -------
@@ -300,8 +303,11 @@ class Explanation:
         >>> import numpy as np
         >>> from sklearn_plm_explain import Explanation
         >>> e = Explanation(values=[[0.5, -2.0, 1.0]], target=[0], classes=None,
-        ...                 feature_names=["a", "b", "c"], method="demo")
+        ...                 feature_names=["a", "b", "c"], method="demo",
+        ...                 contribution=[[1.5, -0.5, 0.25]])
         >>> e.as_list(0, top_k=2)
+        [('a', 1.5), ('b', -0.5)]
+        >>> e.as_list(0, top_k=2, attribution="slope")
         [('b', -2.0), ('c', 1.0)]
         """
         n = len(self)

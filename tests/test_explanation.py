@@ -66,14 +66,23 @@ def test_unknown_frame_kind(explanation):
 
 
 def test_as_list_orders_by_magnitude(explanation):
-    assert explanation.as_list(0) == [("income", -2.0), ("debt", 1.0), ("age", 0.5)]
-    assert explanation.as_list(1, top_k=2) == [("debt", -4.0), ("income", 3.0)]
-    assert explanation.as_list(-1, top_k=1) == [("debt", -4.0)]
-    assert all(isinstance(v, float) for _, v in explanation.as_list(0))
+    assert explanation.as_list(0, attribution="slope") == [
+        ("income", -2.0),
+        ("debt", 1.0),
+        ("age", 0.5),
+    ]
+    assert explanation.as_list(1, top_k=2, attribution="slope") == [
+        ("debt", -4.0),
+        ("income", 3.0),
+    ]
+    assert explanation.as_list(-1, top_k=1, attribution="slope") == [("debt", -4.0)]
+    assert all(
+        isinstance(v, float) for _, v in explanation.as_list(0, attribution="slope")
+    )
     with pytest.raises(IndexError):
-        explanation.as_list(2)
+        explanation.as_list(2, attribution="slope")
     with pytest.raises(ValueError, match="top_k"):
-        explanation.as_list(0, top_k=0)
+        explanation.as_list(0, top_k=0, attribution="slope")
 
 
 def test_as_list_keeps_only_selected_features():
@@ -85,7 +94,7 @@ def test_as_list_keeps_only_selected_features():
         method="lime",
         selected=np.array([[2, 1, -1]]),  # -1 pads a short path
     )
-    assert e.as_list(0) == [("c", -0.7), ("b", 0.2)]
+    assert e.as_list(0, attribution="slope") == [("c", -0.7), ("b", 0.2)]
 
 
 def test_json_round_trip(explanation):
@@ -96,7 +105,9 @@ def test_json_round_trip(explanation):
         np.testing.assert_array_equal(getattr(back, name), getattr(explanation, name))
     np.testing.assert_array_equal(back.classes, explanation.classes)
     assert back.params == {"random_state": 0}
-    assert back.as_list(1) == explanation.as_list(1)
+    assert back.as_list(1, attribution="slope") == explanation.as_list(
+        1, attribution="slope"
+    )
 
 
 def test_concat_joins_rows(explanation):
@@ -159,8 +170,8 @@ def test_status_counts_and_repr_count_the_same():
     assert "status={boundary: 1, exact: 2, flat: 1}" in repr(e)
     assert "status" in dir(e) and "values" in dir(e)
     with pytest.raises(ValueError, match="holds 4 rows"):
-        e.as_list()
-    assert e[2].as_list() == e.as_list(2)
+        e.as_list(attribution="slope")
+    assert e[2].as_list(attribution="slope") == e.as_list(2, attribution="slope")
 
 
 # -- contributions and shap's additivity ----------------------------------------------
@@ -251,3 +262,27 @@ def test_per_row_point_sets_round_trip_and_stay_out_of_tables():
     assert "queries" not in e.to_frame().columns
     both = Explanation.concat([e, e[1:]])
     assert len(both.queries) == 3 and both.queries[2].shape == (0, 2)
+
+
+def test_as_list_ranks_as_the_chart_does_by_default():
+    # One default everywhere: the list, attributions() and the chart all give
+    # contributions, so a label shows one number and the top feature agrees.
+    from sklearn.datasets import load_breast_cancer
+    from sklearn.ensemble import RandomForestClassifier
+
+    from sklearn_plm_explain import LimeTabularExplainer
+
+    X, y = load_breast_cancer(return_X_y=True)
+    model = RandomForestClassifier(20, random_state=0).fit(X, y)
+    e = LimeTabularExplainer(model, num_samples=500, random_state=0).fit(X)
+    e = e.explain(X[:3])
+    for row in range(3):
+        listed = e.as_list(row)
+        contribution = e.attributions()[row]
+        picked = e.selected[row][e.selected[row] >= 0]
+        order = picked[np.argsort(-np.abs(contribution[picked]), kind="stable")]
+        assert [v for _, v in listed] == [float(contribution[j]) for j in order]
+        slopes = e.as_list(row, attribution="slope")
+        assert sorted(v for _, v in slopes) == sorted(
+            float(e.values[row, j]) for j in picked
+        )

@@ -54,7 +54,7 @@ print(explanation.to_frame()[["status", "target_label", "n_queries"]].head())
 # the background mean, which add up to the model's log-odds; bar charts
 # show them by default.
 exact_row = int(np.flatnonzero(explanation.converged)[0])
-print("slopes:       ", explanation.as_list(exact_row, top_k=3))
+print("slopes:       ", explanation.as_list(exact_row, top_k=3, attribution="slope"))
 print(
     "contributions:",
     explanation.as_list(exact_row, top_k=3, attribution="contribution"),
