@@ -206,7 +206,13 @@ class Explanation:
         frame : pandas.DataFrame
             The table described above.
         """
-        import pandas as pd
+        try:
+            import pandas as pd
+        except ImportError as exc:
+            raise ImportError(
+                "Explanation.to_frame requires pandas. Install it with "
+                '`pip install "sklearn-plm-explain[pandas]"` or `pip install pandas`.'
+            ) from exc
 
         if kind == "wide":
             return pd.DataFrame(dict(self._wide_columns()))

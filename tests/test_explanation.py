@@ -286,3 +286,12 @@ def test_as_list_ranks_as_the_chart_does_by_default():
         assert sorted(v for _, v in slopes) == sorted(
             float(e.values[row, j]) for j in picked
         )
+
+
+def test_to_frame_without_pandas_names_the_extra(explanation, monkeypatch):
+    import sys
+
+    # A None entry makes `import pandas` fail as on a base install.
+    monkeypatch.setitem(sys.modules, "pandas", None)
+    with pytest.raises(ImportError, match=r"sklearn-plm-explain\[pandas\]"):
+        explanation.to_frame()

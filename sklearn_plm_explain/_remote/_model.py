@@ -87,7 +87,12 @@ class RemoteModel(BaseEstimator):
     max_queries : int, default=None
         Budget of rows sent, retries included. A request that would go past
         it is never sent: :class:`QueryBudgetExceeded` is raised instead
-        (a whole call is refused up front when it cannot fit).
+        (a whole call is refused up front when it cannot fit). The budget is
+        this object's: it counts from the object's creation, so a run resumed
+        from a checkpoint in a new process starts a new count (the rows the
+        checkpoint holds are not queried again). For a total over resumes,
+        give the resumed run the budget left, ``max_queries -
+        stats.rows_sent`` of the earlier run's ``stats``.
     model_name : str, default=None
         ``"v2"``: the model's name, when ``url`` is the server's address.
     output_name : str, default=None
