@@ -37,6 +37,10 @@ def files(tmp_path_factory):
         writer = csv.writer(fh)
         writer.writerow(HEADER[:3])
         writer.writerows(rows[:, :3].tolist())
+    with open(root / "headerless.csv", "w", newline="") as fh:
+        csv.writer(fh).writerows(rows.tolist())
+    (root / "semicolons.csv").write_text("a;b;c;d\n1;2;3;4\n")
+    (root / "a_folder").mkdir()
     (root / "ragged.csv").write_text("a,b,c,d\n1,2,3,4\n1,2,3\n")
     (root / "words.csv").write_text("a,b,c,d\n1,2,3,4\n1,2,three,4\n")
     (root / "empty_cell.csv").write_text("a,b,c,d\n1,2,3,4\n1,2,3,\n")
@@ -226,6 +230,9 @@ def test_lime_to_stdout(files, capsys):
     [
         ({"--model": "missing.joblib"}, "model file not found"),
         ({"--data": "missing.csv"}, "data file not found"),
+        ({"--data": "a_folder"}, "is a folder; give the CSV file in it"),
+        ({"--data": "headerless.csv"}, "first line is numbers, not column names"),
+        ({"--data": "semicolons.csv"}, "separated by semicolons"),
         ({"--model": "rows.csv"}, "cannot load a model"),
         ({"--data": "three_columns.csv"}, "3 columns but the model expects 4"),
         ({"--data": "ragged.csv"}, "data row 2 has 3 fields"),
@@ -453,3 +460,18 @@ def test_model_without_probabilities_is_refused(files, tmp_path, capsys):
     )
     assert code == 2
     assert "has no predict_proba" in capsys.readouterr().err
+
+
+def test_a_csv_without_header_is_read_whole_with_no_header(files, tmp_path):
+    # Every line is a row: none is taken for column names and dropped.
+    outs = []
+    for data, extra in (("rows.csv", []), ("headerless.csv", ["--no-header"])):
+        out = tmp_path / f"{data}.json"
+        argv = ["explain", "--model", str(files / "mlp.joblib"), "--data"]
+        argv += [str(files / data), "--out", str(out), "--random-state", "0"]
+        assert main(argv + extra) == 0
+        outs.append(Explanation.from_dict(json.loads(out.read_text())))
+    with_header, without = outs
+    assert len(without) == N_ROWS
+    np.testing.assert_array_equal(without.values, with_header.values)
+    assert list(without.feature_names) == ["x0", "x1", "x2", "x3"]

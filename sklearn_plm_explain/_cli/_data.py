@@ -60,29 +60,65 @@ def _is_regressor(model):
         return False
 
 
-def _read_csv(path):
-    """Numeric rows of a CSV file with a header line: ``(names, X)``.
+def _read_csv(path, header=True):
+    """Numeric rows of a CSV file: ``(names, X)``.
 
-    Rows are parsed as they are read (a file of many rows never holds all
-    its text as Python strings at once); a bad cell is named.
+    With ``header`` the first line names the columns; without, they are
+    named ``x0``, ``x1``, ... Rows are parsed as they are read (a file of
+    many rows never holds all its text as Python strings at once); a bad
+    cell is named, and a file that cannot be what was asked (a folder, a
+    first line of numbers where names belong, another delimiter) says so.
     """
+    if os.path.isdir(path):
+        raise CLIError(f"--data {path} is a folder; give the CSV file in it")
     if not os.path.isfile(path):
         raise CLIError(f"data file not found: {path}")
-    header, rows = None, []
+    names, rows = None, []
     try:
         with open(path, newline="", encoding="utf-8") as fh:
             for row in csv.reader(fh):
                 if not row:
                     continue
-                if header is None:
-                    header = [name.strip() for name in row]
-                else:
-                    rows.append(_parse_row(row, header, path, len(rows)))
+                if names is None:
+                    _check_first_line(row, path, header)
+                    names = [c.strip() for c in row] if header else None
+                    if header:
+                        continue
+                    names = [f"x{j}" for j in range(len(row))]
+                rows.append(_parse_row(row, names, path, len(rows)))
     except (UnicodeDecodeError, csv.Error) as exc:
         raise CLIError(f"bad CSV {path}: {exc}") from None
     if not rows:
-        raise CLIError(f"bad CSV {path}: needs a header line and at least one row")
-    return header, np.vstack(rows)
+        what = "a header line and at least one row" if header else "at least one row"
+        raise CLIError(f"bad CSV {path}: needs {what}")
+    return names, np.vstack(rows)
+
+
+def _check_first_line(row, path, header):
+    """Refuse, with the fix, a first line that shows the file is not a
+    comma-separated file of the kind asked for."""
+    if len(row) == 1:
+        for sep, name in ((";", "semicolons"), ("\t", "tabs"), ("|", "bars")):
+            if sep in row[0]:
+                raise CLIError(
+                    f"bad CSV {path}: its fields are separated by {name}; "
+                    "plm-explain reads comma-separated files (convert it, e.g. "
+                    "pandas.read_csv(path, sep=...).to_csv(new_path, index=False))"
+                )
+    if header and all(_is_number(cell) for cell in row):
+        raise CLIError(
+            f"bad CSV {path}: its first line is numbers, not column names; "
+            "add a header line, or pass --no-header to read every line as a "
+            "row (columns x0, x1, ...)"
+        )
+
+
+def _is_number(cell):
+    try:
+        float(cell)
+    except ValueError:
+        return False
+    return True
 
 
 def _parse_row(row, header, path, i):

@@ -202,7 +202,7 @@ def run_explain(args):
             raise CLIError(f"--out must end in .csv or .json; got {args.out}")
         check_writable(args.out, "--out")
     model = _load_model(args.model) if args.url is None else None
-    names, X = _read_csv(args.data)
+    names, X = _read_csv(args.data, header=not args.no_header)
     if model is None:
         model = _remote_model(args, names)
     X, names = _as_model_input(model, names, X)

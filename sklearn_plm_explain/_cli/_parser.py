@@ -79,6 +79,12 @@ def _add_explain(sub):
         help="CSV file with a header line; one numeric column per feature",
     )
     explain.add_argument(
+        "--no-header",
+        action="store_true",
+        help="the CSV file has no header line: every line is a row, the "
+        "columns are x0, x1, ... (for a model fitted without feature names)",
+    )
+    explain.add_argument(
         "--method", choices=METHODS, default="openapi", help="explainer"
     )
     explain.add_argument(
