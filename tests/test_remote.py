@@ -445,6 +445,8 @@ def bad_service():
         if kind == "nan":
             body = json.dumps(P.tolist()).replace("0.3333333333333333", "NaN", 1)
             return Response(body, media_type="application/json")
+        if kind == "crash":  # a model server failing with its own message
+            return Response("internal error: model crashed", status_code=500)
         if kind == "echo":  # a careless server quoting the request's headers
             auth = request.headers.get("authorization")
             return JSONResponse({"message": f"bad token {auth}"}, status_code=401)
@@ -489,6 +491,77 @@ def test_bad_answers_are_named(data, bad_service, kind, problem, tmp_path):
         for name in files:
             with open(os.path.join(root, name), "rb") as fh:
                 assert b"s3cr3t" not in fh.read()
+
+
+# -- errors no retry can mend fail at once, with their cause -----------------------
+@pytest.mark.parametrize("url", ["127.0.0.1:5000", "ftp://127.0.0.1/x", "http://"])
+def test_a_url_no_request_can_use_is_refused_before_any(url):
+    remote = RemoteModel(url, classes=[0, 1, 2], max_retries=5, backoff=1.0)
+    with pytest.raises(ValueError, match="http:// or https:// address with a host"):
+        remote.predict_proba(np.zeros((2, 4)))
+    assert remote.stats.requests == 0
+
+
+def test_a_host_that_does_not_resolve_fails_at_once_with_its_cause():
+    # .invalid never resolves (RFC 6761); retrying cannot change that.
+    remote = RemoteModel(
+        "http://no-such-host.invalid/invocations",
+        classes=[0, 1, 2],
+        max_retries=5,
+        backoff=1.0,
+    )
+    with pytest.raises(ModelResponseError, match="host name does not resolve") as info:
+        remote.predict_proba(np.zeros((2, 4)))
+    assert info.value.__cause__ is not None
+    assert remote.stats.requests == 1 and remote.stats.retries == 0
+
+
+def test_a_5xx_shows_the_servers_message_and_chains_nothing_false(bad_service):
+    remote = RemoteModel(
+        f"{bad_service.url}/crash",
+        protocol="json",
+        classes=[0, 1, 2],
+        max_retries=1,
+        backoff=0.0,
+    )
+    with pytest.raises(ModelResponseError) as info:
+        remote.predict_proba(np.zeros((2, 4)))
+    message = str(info.value)
+    assert "failed 2 time(s); last: HTTP 500 Internal Server Error" in message
+    assert "internal error: model crashed" in message
+    assert remote.stats.retry_reasons == {"HTTP 500": 1}
+
+
+def test_a_refused_connection_is_retried_and_chains_its_cause():
+    port = servers.free_port()  # nothing listens there
+    remote = RemoteModel(
+        f"http://127.0.0.1:{port}", classes=[0, 1, 2], max_retries=2, backoff=0.0
+    )
+    with pytest.raises(ModelResponseError, match="last: connection") as info:
+        remote.predict_proba(np.zeros((2, 4)))
+    assert remote.stats.retries == 2
+    assert info.value.__cause__ is not None
+
+
+def test_cli_error_without_requests_is_one_line(cli_files, capsys):
+    code, _, err = _cli(
+        capsys, "explain", "--url", "127.0.0.1:5000", "--data", cli_files / "rows.csv"
+    )
+    assert code == 2
+    assert err.count("\n") == 1 and "http:// or https://" in err
+
+
+def test_cli_summary_of_a_failed_run_comes_after_the_error(
+    cli_files, bad_service, capsys
+):
+    url = f"{bad_service.url}/crash"
+    args = ["explain", "--url", url, "--protocol", "json", "--data"]
+    args += [cli_files / "rows.csv", "--max-retries", 0, "--classes", "0,1,2"]
+    code, _, err = _cli(capsys, *args)
+    lines = err.strip().splitlines()
+    assert code == 2
+    assert lines[-2].startswith("plm-explain: error:") and "model crashed" in lines[-2]
+    assert lines[-1].startswith("remote: 1 requests")
 
 
 # -- checkpoints and resumption -------------------------------------------------------------------

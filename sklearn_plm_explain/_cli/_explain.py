@@ -218,10 +218,16 @@ def run_explain(args):
                 _explain_in_chunks(
                     explainer, X, target, args.chunk_size, sink, args.checkpoint
                 )
+    except Exception as exc:
+        if isinstance(model, RemoteModel):
+            # After the error line, and only if a request was sent.
+            exc.remote_summary = _remote_summary(explainer, model, failed=True)
+        raise
     finally:
         if isinstance(model, RemoteModel):
-            print(_remote_summary(explainer, model), file=sys.stderr)
             model.close()
+    if isinstance(model, RemoteModel):
+        print(_remote_summary(explainer, model), file=sys.stderr)
     if args.out != "-":
         print(f"wrote {sink.rows} rows to {args.out}", file=sys.stderr)
     return 0
@@ -259,10 +265,14 @@ def _remote_model(args, names):
     )
 
 
-def _remote_summary(explainer, model):
+def _remote_summary(explainer, model, failed=False):
+    """The line on the requests a run sent; None for a failed run that sent
+    none (its error says all)."""
     # The explainer's own (fitted) copy did the work.
     served = getattr(explainer, "estimator_", model)
     stats = served.stats if isinstance(served, RemoteModel) else model.stats
+    if failed and stats.requests == 0:
+        return None
     reasons = ", ".join(f"{k}: {v}" for k, v in sorted(stats.retry_reasons.items()))
     return (
         f"remote: {stats.requests} requests, {stats.rows_sent} rows sent, "

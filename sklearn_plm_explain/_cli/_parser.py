@@ -229,4 +229,7 @@ def main(argv=None):
         return 130
     except Exception as exc:  # noqa: BLE001 - every failure is one line
         print(f"plm-explain: error: {one_line(exc)}", file=sys.stderr)
+        summary = getattr(exc, "remote_summary", None)
+        if summary:
+            print(summary, file=sys.stderr)
         return 2

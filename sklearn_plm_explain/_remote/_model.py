@@ -83,7 +83,12 @@ class RemoteModel(BaseEstimator):
     max_concurrency : int, default=4
         Largest number of requests in flight at once.
     max_retries : int, default=5
-        Further attempts of a request after a retryable failure.
+        Further attempts of a request after a retryable failure: a timeout, a
+        refused or dropped connection, HTTP 429 or a 5xx. What no retry can
+        mend fails at once, with its cause chained: a URL that is not
+        ``http://`` or ``https://`` with a host (before any request), a host
+        name that does not resolve, a 4xx answer. The error of a 5xx quotes
+        the server's message.
     max_queries : int, default=None
         Budget of rows sent, retries included. A request that would go past
         it is never sent: :class:`QueryBudgetExceeded` is raised instead

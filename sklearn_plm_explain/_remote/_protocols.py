@@ -40,8 +40,23 @@ class BadAnswer(Exception):
 
 def make_codec(model):
     """The codec of ``model.protocol``, for the model's current parameters."""
+    check_url(model.url)
     codecs = {"mlflow": MLflowCodec, "v2": V2Codec, "json": PlainJSONCodec}
     return codecs[model.protocol](model)
+
+
+def check_url(url):
+    """Refuse, before any request, a URL no retry can reach: one without
+    ``http://`` or ``https://`` or without a host."""
+    try:
+        parts = urlsplit(str(url))
+    except ValueError as exc:
+        raise ValueError(f"url {public_url(url)!r} is not a URL: {exc}") from exc
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        raise ValueError(
+            f"url must be an http:// or https:// address with a host, such as "
+            f"'http://127.0.0.1:5000'; got {public_url(url)!r}."
+        )
 
 
 # -- the codecs ---------------------------------------------------------------------

@@ -12,6 +12,7 @@ themselves are written and read by the protocol codecs (``_protocols.py``).
 import email.utils
 import logging
 import random
+import socket
 import threading
 import time
 from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
@@ -305,11 +306,13 @@ class Transport:
                 codec.infer_url, content=body, headers=policy.http_headers()
             )
             content = resp.content
-        except httpx.TimeoutException:
-            raise _Retryable("timeout") from None
+        except httpx.TimeoutException as exc:
+            raise _Retryable("timeout", cause=exc) from None
         except httpx.TransportError as exc:
             logger.debug("%s: %s", request.name, policy.redact(type(exc).__name__))
-            raise _Retryable("connection") from None
+            where = f"{request.name} to {codec.public_infer_url}"
+            _raise_if_unreachable(exc, where, policy, request.span)
+            raise _Retryable("connection", cause=exc) from None
         finally:
             self.count(request_seconds=time.perf_counter() - t0)
         self.count(bytes_received=len(content))
@@ -327,7 +330,9 @@ class Transport:
             return out
         if status in _RETRY_STATUS or (status >= 500 and status not in _NO_RETRY_5XX):
             raise _Retryable(
-                f"HTTP {status}", _retry_after(resp.headers.get("Retry-After"))
+                f"HTTP {status}",
+                _retry_after(resp.headers.get("Retry-After")),
+                detail=f"{_reason_phrase(resp)}: {server_message(content)}",
             )
         raise _error(
             policy,
@@ -343,10 +348,10 @@ class Transport:
         if attempt >= policy.max_retries:
             raise _error(
                 policy,
-                f"{where} failed {attempt + 1} time(s); last: {reason} "
-                f"(max_retries={policy.max_retries}).",
+                f"{where} failed {attempt + 1} time(s); last: {reason}"
+                f"{failure.detail} (max_retries={policy.max_retries}).",
                 request.span,
-            )
+            ) from failure.cause
         if retry_after is not None and retry_after > _MAX_RETRY_AFTER:
             raise _error(
                 policy,
@@ -388,10 +393,11 @@ class Transport:
             self.count(requests=1)
             try:
                 resp = self._client(policy).get(url, headers=policy.http_headers())
-            except httpx.TimeoutException:
-                last = "timeout"
-            except httpx.TransportError:
-                last = "connection"
+            except httpx.TimeoutException as exc:
+                last, cause = "timeout", exc
+            except httpx.TransportError as exc:
+                _raise_if_unreachable(exc, where, policy)
+                last, cause = "connection", exc
             else:
                 if resp.status_code == 200:
                     break
@@ -402,7 +408,9 @@ class Transport:
                         f"{resp.status_code}{_reason_phrase(resp)}: "
                         f"{server_message(resp.content)}",
                     )
-                last = f"HTTP {resp.status_code}"
+                last = f"HTTP {resp.status_code}{_reason_phrase(resp)}: "
+                last += server_message(resp.content)
+                cause = None
             if attempt < policy.max_retries:
                 time.sleep(self.backoff(attempt, policy))
         else:
@@ -410,7 +418,7 @@ class Transport:
                 policy,
                 f"The model metadata {where} failed {policy.max_retries + 1} "
                 f"time(s); last: {last}.",
-            )
+            ) from cause
         try:
             return resp.json()
         except ValueError:
@@ -447,11 +455,37 @@ class _Request:
 
 
 class _Retryable(Exception):
-    """A failed attempt worth repeating: timeout, connection, 429, 5xx."""
+    """A failed attempt worth repeating: timeout, connection, 429, 5xx.
 
-    def __init__(self, reason, retry_after=None):
+    ``reason`` names the kind (it keys ``RemoteStats.retry_reasons``),
+    ``detail`` is what the server said, ``cause`` the transport's exception.
+    """
+
+    def __init__(self, reason, retry_after=None, detail="", cause=None):
         super().__init__(reason)
         self.reason, self.retry_after = reason, retry_after
+        self.detail, self.cause = detail, cause
+
+
+def _raise_if_unreachable(exc, where, policy, span=None):
+    """Fail at once, the cause chained, when no retry can reach the server:
+    its host name does not resolve, or httpx cannot send to the URL at all.
+    A refused or reset connection is retried (a server may be starting)."""
+    httpx = httpx_module()
+    causes, e = [], exc
+    while e is not None and len(causes) < 8:
+        causes.append(e)
+        e = e.__cause__ or e.__context__
+    if isinstance(exc, (httpx.UnsupportedProtocol, httpx.InvalidURL)):
+        problem = "cannot be sent to this URL"
+    elif any(isinstance(c, socket.gaierror) for c in causes):
+        problem = "cannot reach the server: its host name does not resolve"
+    else:
+        return
+    message = f"{where} {problem} ({type(exc).__name__}: {exc})."
+    if span is None:
+        raise _metadata_error(policy, message) from exc
+    raise _error(policy, message, span) from exc
 
 
 def _error(policy, message, span, query_rows=None):
