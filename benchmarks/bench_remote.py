@@ -9,7 +9,9 @@ rows are explained by ``OpenAPIExplainer`` (and, on fewer rows,
 ``max_concurrency`` 1, 4 and 8, and in-process on the same model queried in
 the same batches (``max_batch_rows`` rows per call). Reports explained rows
 per second, requests, query rows and bytes sent, the overhead ratio (remote
-time / in-process time) and whether the results are bitwise identical.
+time / in-process time) and whether the results are bitwise identical; then
+the same OpenAPI run through ``plm-explain serve``'s application (V1
+``:explain``) against a direct RemoteModel run: the service's overhead per row.
 Usage::
 
     python benchmarks/bench_remote.py [--rows 200] [--slime-rows 20]
@@ -162,9 +164,58 @@ def main():
                         f"| {t / t_local:.2f} | {same(e, e_local)} |"
                     )
                     model.close()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ConvergenceWarning)
+            _through_the_service(servers, server, anchor, args, B)
     finally:
         server.stop()
     print(f"\nload average at end: {tuple(round(v, 2) for v in os.getloadavg())}")
+
+
+def _through_the_service(servers, server, anchor, args, B):
+    """OpenAPIExplainer behind ``plm-explain serve``'s application (V1
+    ``:explain``, one request of all rows) against the same explainer on a
+    direct RemoteModel: the service's overhead per row."""
+    import httpx
+
+    from sklearn_plm_explain import Explanation
+    from sklearn_plm_explain._server import make_app
+
+    X = anchor.X_test[: args.rows]
+
+    def direct():
+        model = RemoteModel(server.url, classes=anchor.model.classes_, max_batch_rows=B)
+        return OpenAPIExplainer(model, random_state=0).fit(anchor.X_train), model
+
+    t_direct, e_direct, _ = timed(direct, X, args.repeats)
+    explainer, _ = direct()
+    service = servers.ThreadedServer(make_app(explainer, "digits")).start()
+    best, got = np.inf, None
+    try:
+        with httpx.Client(base_url=service.url, timeout=600) as client:
+            for _ in range(args.repeats):
+                t0 = time.perf_counter()
+                resp = client.post(
+                    "/v1/models/digits:explain", json={"instances": X.tolist()}
+                )
+                best = min(best, time.perf_counter() - t0)
+                got = Explanation.from_dict(resp.json()["explanations"])
+    finally:
+        service.stop()
+    print(
+        "\n| OpenAPIExplainer, rows | direct RemoteModel ms/row | through "
+        "plm-explain serve (V1 :explain) ms/row | overhead ms/row | ratio "
+        "| values and statuses identical |"
+    )
+    print("|---|---|---|---|---|---|")
+    identical = np.array_equal(got.values, e_direct.values) and np.array_equal(
+        got.status, e_direct.status
+    )
+    print(
+        f"| {len(X)} | {1e3 * t_direct / len(X):.2f} | {1e3 * best / len(X):.2f} "
+        f"| {1e3 * (best - t_direct) / len(X):.2f} | {best / t_direct:.2f} "
+        f"| {identical} |"
+    )
 
 
 if __name__ == "__main__":

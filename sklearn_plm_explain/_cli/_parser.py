@@ -10,6 +10,7 @@ from sklearn_plm_explain import __version__
 from sklearn_plm_explain._cli._data import one_line
 from sklearn_plm_explain._cli._demo import run_demo
 from sklearn_plm_explain._cli._explain import METHODS, run_explain
+from sklearn_plm_explain._cli._serve import run_serve
 
 
 class _Parser(argparse.ArgumentParser):
@@ -53,15 +54,9 @@ def _add_run_options(parser):
     parser.add_argument("--random-state", type=_seed, default=0, help="seed")
 
 
-def _add_explain(sub):
-    explain = sub.add_parser(
-        "explain",
-        help="explain every row of a CSV file with a saved classifier or regressor",
-        description="Explain every row of a CSV file with a saved classifier or "
-        "regressor; "
-        "the file itself is the background data the explainer is fitted on.",
-    )
-    source = explain.add_mutually_exclusive_group(required=True)
+def _add_model_options(parser, what):
+    """The model (a file or a URL) and the rows' CSV file."""
+    source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument(
         "--model",
         help="joblib file of a fitted classifier with predict_proba, or of a "
@@ -73,66 +68,44 @@ def _add_explain(sub):
         help="address of a served model instead of a file (see --protocol); "
         "it answers with class probabilities",
     )
-    explain.add_argument(
+    parser.add_argument(
         "--data",
         required=True,
-        help="CSV file with a header line; one numeric column per feature",
+        help=f"CSV file with a header line; one numeric column per feature ({what})",
     )
-    explain.add_argument(
+    parser.add_argument(
         "--no-header",
         action="store_true",
         help="the CSV file has no header line: every line is a row, the "
         "columns are x0, x1, ... (for a model fitted without feature names)",
     )
-    explain.add_argument(
+    parser.add_argument(
         "--method", choices=METHODS, default="openapi", help="explainer"
     )
-    explain.add_argument(
-        "--target",
-        default=None,
-        help="class label to explain (default: the predicted class of each row)",
-    )
-    _add_run_options(explain)
-    explain.add_argument(
-        "--out",
-        default="-",
-        help="output file: .csv (one row per explained row) or .json "
-        "(Explanation.to_dict); default: CSV on stdout",
-    )
-    explain.add_argument(
+    _add_run_options(parser)
+    parser.add_argument(
         "--num-samples",
         type=_positive_int,
         default=None,
         help="lime/slime: (first) neighbourhood size (default: the explainer's)",
     )
-    explain.add_argument(
+    parser.add_argument(
         "--n-max",
         type=_positive_int,
         default=None,
         help="slime: largest neighbourhood size (default: 10 x --num-samples)",
     )
-    explain.add_argument(
+    parser.add_argument(
         "--num-features",
         type=_positive_int,
         default=10,
         help="lime/slime: features per explanation",
     )
-    explain.add_argument(
-        "--chunk-size",
-        type=_positive_int,
-        default=200,
-        help="rows explained between two progress lines on stderr (and per "
-        "checkpoint chunk with --checkpoint)",
-    )
-    explain.add_argument(
-        "--checkpoint",
-        metavar="DIR",
-        default=None,
-        help="keep every finished chunk of rows in this directory; the same "
-        "command run again resumes where it stopped, without querying the "
-        "finished rows again",
-    )
-    remote = explain.add_argument_group("served models (with --url)")
+
+
+def _add_remote_options(parser):
+    """How a served model (``--url``) is reached."""
+    remote = parser.add_argument_group("served models (with --url)")
     remote.add_argument(
         "--protocol",
         choices=("mlflow", "v2", "json"),
@@ -178,6 +151,45 @@ def _add_explain(sub):
     remote.add_argument(
         "--timeout", type=float, default=30.0, help="seconds per request"
     )
+    return remote
+
+
+def _add_explain(sub):
+    explain = sub.add_parser(
+        "explain",
+        help="explain every row of a CSV file with a saved classifier or regressor",
+        description="Explain every row of a CSV file with a saved classifier or "
+        "regressor; "
+        "the file itself is the background data the explainer is fitted on.",
+    )
+    _add_model_options(explain, "the rows explained, and the background data")
+    explain.add_argument(
+        "--target",
+        default=None,
+        help="class label to explain (default: the predicted class of each row)",
+    )
+    explain.add_argument(
+        "--out",
+        default="-",
+        help="output file: .csv (one row per explained row) or .json "
+        "(Explanation.to_dict); default: CSV on stdout",
+    )
+    explain.add_argument(
+        "--chunk-size",
+        type=_positive_int,
+        default=200,
+        help="rows explained between two progress lines on stderr (and per "
+        "checkpoint chunk with --checkpoint)",
+    )
+    explain.add_argument(
+        "--checkpoint",
+        metavar="DIR",
+        default=None,
+        help="keep every finished chunk of rows in this directory; the same "
+        "command run again resumes where it stopped, without querying the "
+        "finished rows again",
+    )
+    remote = _add_remote_options(explain)
     remote.add_argument(
         "--max-queries",
         type=_positive_int,
@@ -185,6 +197,51 @@ def _add_explain(sub):
         help="budget of rows sent: stop before a request would exceed it",
     )
     explain.set_defaults(func=run_explain)
+
+
+def _add_serve(sub):
+    serve = sub.add_parser(
+        "serve",
+        help="serve explanations over HTTP (KServe V1 :explain, V2 infer, jobs)",
+        description="Serve explanations of a saved or served model over HTTP: "
+        "POST /v1/models/NAME:explain, POST /v2/models/NAME/infer, and jobs "
+        "for long batches (POST /v1/models/NAME/jobs, GET /v1/jobs/ID). The "
+        "explainer is fitted once, on --data, at start.",
+    )
+    _add_model_options(serve, "the background data the explainer is fitted on")
+    serve.add_argument("--name", default="model", help="the model name in the routes")
+    serve.add_argument(
+        "--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)"
+    )
+    serve.add_argument("--port", type=_port, default=8080, help="port to listen on")
+    serve.add_argument(
+        "--max-explanations",
+        type=_positive_int,
+        default=2,
+        help="explanations running at once; more requests get HTTP 503",
+    )
+    serve.add_argument(
+        "--max-rows",
+        type=_positive_int,
+        default=10_000,
+        help="most rows one request may explain (HTTP 413 beyond)",
+    )
+    remote = _add_remote_options(serve)
+    remote.add_argument(
+        "--max-queries",
+        type=_positive_int,
+        default=None,
+        help="budget of rows one explanation request may send to the served "
+        "model (HTTP 429 with the finished rows beyond)",
+    )
+    serve.set_defaults(func=run_serve)
+
+
+def _port(text):
+    value = _positive_int(text)
+    if value > 65535:
+        raise argparse.ArgumentTypeError(f"{value} is not a port (1 to 65535)")
+    return value
 
 
 def build_parser():
@@ -209,6 +266,7 @@ def build_parser():
     )
     demo.set_defaults(func=run_demo)
     _add_explain(sub)
+    _add_serve(sub)
     return parser
 
 
