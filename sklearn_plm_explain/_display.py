@@ -16,6 +16,17 @@ _POSITIVE_COLOR = "#b2182b"
 _NEGATIVE_COLOR = "#2166ac"
 
 
+# How the explainers are named in titles, as in the papers and the docs.
+_METHOD_NAMES = {
+    "openapi": "OpenAPI",
+    "lime": "LIME",
+    "stable_lime": "S-LIME",
+    "finite_differences": "ZOO (finite differences)",
+    "naive_square": "Naive",
+    "extended_lime": "Extended LIME",
+}
+
+
 def _import_pyplot(caller):
     """Import ``matplotlib.pyplot`` late, with an install hint when missing.
 
@@ -519,7 +530,8 @@ def _one_row(explanation, row, row_label):
         raise IndexError(f"row {row} is out of range for {n} explained rows.")
     row = row % n
     values = np.asarray(explanation.values[row], dtype=np.float64)
-    title = f"{explanation.method}: row {row_label}"
+    method = _METHOD_NAMES.get(explanation.method, explanation.method)
+    title = f"{method}, row {row_label}"
     if explanation.classes is not None:
         title += f", class {explanation.target_label[row]}"
     return values, title

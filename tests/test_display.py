@@ -293,3 +293,27 @@ def test_class_average_of_a_class_with_only_flagged_rows(pyplot):
     ]
     assert np.ma.getmaskarray(disp.images_[1].get_array()).all()  # NaN: masked
     assert disp.images_[0].get_clim() == (-1.0, 1.0)
+
+
+@pytest.mark.filterwarnings(
+    "ignore:.*reached n_max:sklearn.exceptions.ConvergenceWarning"
+)
+def test_titles_name_every_explainer_in_one_style(pyplot):
+    from sklearn_plm_explain import LimeTabularExplainer, StableLIMEExplainer
+
+    X, y = load_iris(return_X_y=True)
+    names = np.array(["setosa", "versicolor", "virginica"])
+    model = LogisticRegression(max_iter=1000).fit(X, names[y])
+    titles = []
+    for explainer, shown in (
+        (OpenAPIExplainer(model, random_state=0), "OpenAPI"),
+        (LimeTabularExplainer(model, num_samples=200, random_state=0), "LIME"),
+        (
+            StableLIMEExplainer(model, num_samples=200, n_max=400, random_state=0),
+            "S-LIME",
+        ),
+    ):
+        e = explainer.fit(X).explain(X[:1])
+        disp = ExplanationDisplay.from_explanation(e, attribution="slope")
+        titles.append(disp.ax_.get_title())
+        assert titles[-1] == f"{shown}, row 0, class setosa"

@@ -204,6 +204,10 @@ for name, model in models.items():
 # does. OpenAPI's certified cubes never leave the region: both are 0. (Linear
 # and Ridge LIME draw the same points, so their RD and WD coincide.)
 methods = ["ZOO", "Naive", "Linear LIME", "Ridge LIME"]
+ylabels = {
+    "RD": "share of rows whose points\nleft the region",
+    "WD": "mean L1 distance of the\ndecision features at the points",
+}
 styles = {"ZOO": "o-", "Naive": "s-", "Linear LIME": "^-", "Ridge LIME": "v:"}
 fig, axes = plt.subplots(2, 2, figsize=(9, 6), layout="constrained", sharex=True)
 for col, name in enumerate(models):
@@ -215,6 +219,15 @@ for col, name in enumerate(models):
         ax.plot(H, [table["OpenAPI"][key]] * len(H), "k--", label="OpenAPI")
         ax.set_xscale("log")
         ax.set_title(f"{name}: {key}")
+        ax.set_ylabel(ylabels[key])
+        # A fixed axis from 0: a panel where every method scores 0 shows it,
+        # instead of matplotlib's automatic +-0.04 around nothing.
+        zero = all(table[(m, h)][key] == 0 for m in methods for h in H)
+        top = 1.0 if key == "RD" or zero else ax.get_ylim()[1]
+        ax.set_ylim(-0.05 * top, 1.05 * top)
+        if zero:
+            ax.text(0.5, 0.5, "0 for every method and h", transform=ax.transAxes,
+                    ha="center", va="center", color="0.35")  # fmt: skip
         if row == 1:
             ax.set_xlabel("perturbation distance h")
 axes[0, 0].legend(fontsize="small")
@@ -258,6 +271,7 @@ for ax, name in zip(axes, models):
     ax.set_yscale("log")
     ax.set_xlabel("perturbation distance h")
     ax.set_title(f"{name}: L1Dist")
+axes[0].set_ylabel("L1 distance to the true\ndecision features")
 fig.legend(loc="outside lower center", ncol=5, fontsize="small")
 fig.suptitle("Fig. 7: L1 distance to the true decision features (mean, min-max)")
 
