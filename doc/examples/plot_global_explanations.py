@@ -41,8 +41,10 @@ from sklearn_plm_explain import (
 )
 
 data = load_breast_cancer()
+# Class names, not indices, so that every title says "benign".
+labels = data.target_names[data.target]
 X_train, X_test, y_train, y_test = train_test_split(
-    data.data, data.target, test_size=0.2, random_state=0
+    data.data, labels, test_size=0.2, random_state=0
 )
 model = GradientBoostingClassifier(random_state=0).fit(X_train, y_train)
 lime = LimeTabularExplainer(
@@ -52,7 +54,7 @@ lime = LimeTabularExplainer(
     num_samples=1000,
     random_state=0,
 ).fit(X_train)
-explanation = lime.explain(X_test, target=1)
+explanation = lime.explain(X_test, target="benign")
 print(explanation)
 print(explanation.as_list(0))
 

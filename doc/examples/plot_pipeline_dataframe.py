@@ -34,7 +34,8 @@ from sklearn_plm_explain import (
 )
 
 data = load_breast_cancer(as_frame=True)
-X, y = data.data, data.target
+# Class names, not indices, so that every title says "benign".
+X, y = data.data, data.target_names[data.target]
 pipe = make_pipeline(
     StandardScaler(), MLPClassifier((32, 16), max_iter=1000, random_state=0)
 ).fit(X, y)
