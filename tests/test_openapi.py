@@ -761,6 +761,8 @@ def _set_logistic(W, b):
         (1e160, 0.0, "decision_function"),
     ],
 )
+# Nothing here may overflow: a spread of 1e160 computed naively is inf.
+@pytest.mark.filterwarnings("error::RuntimeWarning")
 def test_features_of_extreme_scale_keep_their_bound(feature_scale, logit, kind):
     # Offsets of 1e-150 or 1e160 in input units: squared and weighted by the
     # noise scales they under- or overflow, so such rows are fitted in units
@@ -781,3 +783,30 @@ def test_features_of_extreme_scale_keep_their_bound(feature_scale, logit, kind):
     certified = np.isin(e.status, ["exact", "approximate"])
     assert np.all(err[certified] <= e.error_bound[certified])
     assert np.all(err[e.status == "exact"] <= RTOL)
+    # Their background spread is finite too, and so are the standardized
+    # slopes (with the squares of 1e160, both were inf).
+    np.testing.assert_allclose(
+        explainer.std_, (X / feature_scale).std(axis=0) * feature_scale, rtol=1e-12
+    )
+    assert np.all(np.isfinite(e.standardized[certified]))
+
+
+@pytest.mark.filterwarnings("error::RuntimeWarning")
+def test_default_scale_of_features_whose_squares_overflow():
+    # scale="std" of features of 1e160 was inf: every cube was non-finite and
+    # explain raised "Non-finite query points were built".
+    rng = np.random.default_rng(0)
+    d = 6
+    X = rng.standard_normal((60, d)) * 1e160
+    lr = _set_logistic(rng.standard_normal(d) / 1e160 / np.sqrt(d), 0.0)
+    explainer = OpenAPIExplainer(lr, init_radius=0.01, random_state=0).fit(X)
+    np.testing.assert_allclose(
+        explainer.scale_, (X / 1e160).std(axis=0) * 1e160, rtol=1e-12
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        e = explainer.explain(X[:10])
+    err = _rel_l1_all_classes(e, lr, X[:10])
+    certified = np.isin(e.status, ["exact", "approximate"])
+    assert certified.any()
+    assert np.all(err[certified] <= e.error_bound[certified])

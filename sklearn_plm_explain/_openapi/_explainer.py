@@ -28,6 +28,7 @@ from sklearn_plm_explain._openapi._groups import max_cube_points
 from sklearn_plm_explain._openapi._input import (
     _check_queries_and_checkpoint,
     check_steps,
+    column_std,
     feature_scale,
     numeric_part,
 )
@@ -345,7 +346,7 @@ class OpenAPIExplainer(
             # repr costs about a millisecond, once per fit rather than per call.
             self._estimator_repr = repr(self.estimator)
             # The background of contributions and standardized slopes.
-            self.mean_, self.std_ = X.mean(axis=0), X.std(axis=0)
+            self.mean_, self.std_ = X.mean(axis=0), column_std(X)
             # Build the random orthogonal basis of a first cube now, once per
             # process (O(d^3)), rather than inside the first explain; and its
             # exact variant, where cubes can be drawn from it, with the

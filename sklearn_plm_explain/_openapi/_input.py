@@ -66,7 +66,7 @@ def check_steps(X, step):
 
 def feature_scale(X, scale, n_features):
     if isinstance(scale, str):
-        scale = X.std(axis=0)
+        scale = column_std(X)
         # A column held at one value has a spread of its rounding errors
         # (about eps times its magnitude), not 0: it is constant too.
         constant = scale <= _CONSTANT_SPREAD * np.abs(X).max(axis=0)
@@ -100,3 +100,12 @@ def _check_queries_and_checkpoint(return_queries, checkpoint):
             "return_queries=True cannot be kept in a checkpoint: explain with "
             "one or the other."
         )
+
+
+def column_std(X):
+    """``X.std(axis=0)`` without overflow: features above about 1e154 have
+    squares beyond the float range (a spread of inf, then non-finite cubes
+    and ``standardized`` values). Each column is scaled by a power of two
+    near its largest magnitude, which is exact: the same bits otherwise."""
+    _, e = np.frexp(np.abs(X).max(axis=0, initial=0.0))
+    return np.ldexp(np.ldexp(X, -e).std(axis=0), e)
