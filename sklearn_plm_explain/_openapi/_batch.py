@@ -4,7 +4,10 @@ assembled from it."""
 
 # SPDX-License-Identifier: BSD-3-Clause
 
+import warnings
+
 import numpy as np
+from sklearn.exceptions import ConvergenceWarning
 
 from sklearn_plm_explain._explanation import Explanation
 from sklearn_plm_explain._openapi._groups import (
@@ -12,11 +15,19 @@ from sklearn_plm_explain._openapi._groups import (
     rows_per_group,
     workspace_scope,
 )
+from sklearn_plm_explain._openapi._radius import learned_radius
 from sklearn_plm_explain._openapi._results import ResultTable
 from sklearn_plm_explain._openapi._search import SearchConfig, search_in_groups
 from sklearn_plm_explain._utils import _progress
 from sklearn_plm_explain._utils._blackbox import BlackBox
 from sklearn_plm_explain._utils._errors import ModelResponseError
+from sklearn_plm_explain._utils._parallel import base_seed
+from sklearn_plm_explain._utils._validation import class_indices
+
+# init_radius="auto": rows of the background explained in fit, and the
+# radius used without it.
+_CALIBRATION_ROWS = 16
+_DEFAULT_RADIUS = 8e-5
 
 
 class RowRangeMixin:
@@ -172,3 +183,39 @@ class RowRangeMixin:
             "standardized": values * self.std_,
             "baseline": values @ self.mean_ + b,
         }
+
+    def _learn_radius(self, X, frame):
+        """The first radius learned from rows of the background (see
+        :func:`~sklearn_plm_explain._openapi._radius.learned_radius`)."""
+        rows = np.unique(np.linspace(0, X.shape[0] - 1, _CALIBRATION_ROWS).astype(int))
+        sample = frame.iloc[rows] if frame is not None else None
+        target = np.full(rows.size, -1, dtype=np.intp)
+        seed = base_seed(self.random_state)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ConvergenceWarning)
+            e = self._explain_range(X[rows], sample, target, seed, 0, rows.size)
+        radius = learned_radius(e, self.rtol, self.min_radius, self.max_radius)
+        return _DEFAULT_RADIUS if radius is None else radius
+
+    def _resolve_classes(self, X, frame):
+        if self._kind == "regression":
+            if getattr(self.estimator_, "n_outputs_", 1) > 1:
+                raise ValueError(
+                    "Multi-output regressors are not supported; explain one "
+                    "output at a time."
+                )
+            self._n_outputs = 1
+            return None
+        classes = getattr(self.estimator_, "classes_", None)
+        if classes is None:
+            # A bare callable: one query tells how many classes it returns.
+            self._n_outputs = None
+            out = self._black_box(frame).query(X[:1], np.zeros(1, dtype=np.intp))
+            classes = np.arange(out.shape[1])
+        self._n_outputs = max(len(classes), 2)
+        return np.asarray(classes)
+
+    def _target_indices(self, target, n):
+        if self.classes_ is None or target is None:
+            return np.full(n, -1, dtype=np.intp)
+        return class_indices(self.classes_, target, n)

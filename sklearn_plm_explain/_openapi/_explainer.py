@@ -2,7 +2,6 @@
 
 # SPDX-License-Identifier: BSD-3-Clause
 
-import warnings
 from numbers import Integral, Real
 
 import numpy as np
@@ -12,12 +11,11 @@ from sklearn.base import (
     TransformerMixin,
     _fit_context,
 )
-from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils._param_validation import HasMethods, Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
 from sklearn_plm_explain._base import ExplainBatch, ExplainScaffoldMixin
-from sklearn_plm_explain._openapi._batch import RowRangeMixin
+from sklearn_plm_explain._openapi._batch import _DEFAULT_RADIUS, RowRangeMixin
 from sklearn_plm_explain._openapi._design import (
     EXACT_MIN_ENTRIES,
     basis_bounds,
@@ -32,21 +30,14 @@ from sklearn_plm_explain._openapi._input import (
     feature_scale,
     numeric_part,
 )
-from sklearn_plm_explain._openapi._radius import learned_radius
 from sklearn_plm_explain._openapi._statuses import STATUSES, _warn_failures
 from sklearn_plm_explain._utils._blackbox import (
     resolve_estimator,
     resolve_response_method,
 )
-from sklearn_plm_explain._utils._parallel import base_seed
-from sklearn_plm_explain._utils._validation import class_indices, unfitted_on_error
+from sklearn_plm_explain._utils._validation import unfitted_on_error
 
 __all__ = ["OpenAPIExplainer", "STATUSES"]
-
-# init_radius="auto": rows of the background explained in fit, and the
-# radius used without it.
-_CALIBRATION_ROWS = 16
-_DEFAULT_RADIUS = 8e-5
 
 
 class OpenAPIExplainer(
@@ -362,37 +353,6 @@ class OpenAPIExplainer(
                 self.init_radius_ = self._learn_radius(X, frame)
         return self
 
-    def _learn_radius(self, X, frame):
-        """The first radius learned from rows of the background (see
-        :func:`~sklearn_plm_explain._openapi._radius.learned_radius`)."""
-        rows = np.unique(np.linspace(0, X.shape[0] - 1, _CALIBRATION_ROWS).astype(int))
-        sample = frame.iloc[rows] if frame is not None else None
-        target = np.full(rows.size, -1, dtype=np.intp)
-        seed = base_seed(self.random_state)
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", ConvergenceWarning)
-            e = self._explain_range(X[rows], sample, target, seed, 0, rows.size)
-        radius = learned_radius(e, self.rtol, self.min_radius, self.max_radius)
-        return _DEFAULT_RADIUS if radius is None else radius
-
-    def _resolve_classes(self, X, frame):
-        if self._kind == "regression":
-            if getattr(self.estimator_, "n_outputs_", 1) > 1:
-                raise ValueError(
-                    "Multi-output regressors are not supported; explain one "
-                    "output at a time."
-                )
-            self._n_outputs = 1
-            return None
-        classes = getattr(self.estimator_, "classes_", None)
-        if classes is None:
-            # A bare callable: one query tells how many classes it returns.
-            self._n_outputs = None
-            out = self._black_box(frame).query(X[:1], np.zeros(1, dtype=np.intp))
-            classes = np.arange(out.shape[1])
-        self._n_outputs = max(len(classes), 2)
-        return np.asarray(classes)
-
     def _numeric_part(self, X, reset):
         X, frame = numeric_part(self, X, reset)
         if not reset:
@@ -628,8 +588,3 @@ class OpenAPIExplainer(
         if input_features is None and not hasattr(self, "feature_names_in_"):
             return np.array([f"x{j}" for j in range(self.n_features_in_)], dtype=object)
         return super().get_feature_names_out(input_features)
-
-    def _target_indices(self, target, n):
-        if self.classes_ is None or target is None:
-            return np.full(n, -1, dtype=np.intp)
-        return class_indices(self.classes_, target, n)
