@@ -474,3 +474,17 @@ def test_later_folds_boost_no_further_than_earlier_ones():
     # errors compared are those every fold reached.
     assert lmt.cv_errors_.shape == (1 + 1 + 1 + 2,)
     assert lmt.n_iter_ == 1
+
+
+def test_two_default_fits_grow_the_same_tree():
+    # A default fit is reproducible: its folds come from a fixed seed, as
+    # Weka's do. random_state=None draws new folds every fit.
+    from sklearn.datasets import load_digits
+
+    X, y = load_digits(return_X_y=True)
+    X, y = X[:600] / 16.0, y[:600]
+    first = LogisticModelTreeClassifier().fit(X, y)
+    second = LogisticModelTreeClassifier().fit(X, y)
+    assert first.get_params()["random_state"] == 0
+    assert first.get_n_leaves() == second.get_n_leaves()
+    np.testing.assert_array_equal(first.predict_proba(X), second.predict_proba(X))

@@ -363,13 +363,34 @@ def test_deletion_curve_by_hand():
     assert curve.n_rows == 1
 
 
-def test_deletion_curve_default_bounds_are_the_data_range():
+def test_deletion_curve_bounds_from_background_data():
     model = _sigmoid_model([1.0, 1.0])
     X = np.array([[0.2, 0.5], [0.6, 0.9]])
-    curve = deletion_curve(model, X, [[1.0, 0.0], [1.0, 0.0]], k=[1])
-    # x0 goes to min over X = 0.2; the first row does not move.
+    background = np.array([[0.2, 0.0], [1.0, 1.0]])
+    curve = deletion_curve(model, X, [[1.0, 0.0], [1.0, 0.0]], k=[1], bounds=background)
+    # x0 goes to min over the background = 0.2; the first row does not move.
     p = model(np.array([[0.2, 0.9]]))[0, 1]
     np.testing.assert_allclose(curve.cpp_per_row[:, 0], [0.0, model(X[1:])[0, 1] - p])
+
+
+def test_a_rows_deletion_score_does_not_depend_on_its_batch():
+    rng = np.random.default_rng(0)
+    model = _sigmoid_model([1.0, -2.0, 0.5])
+    X = rng.uniform(0, 1, (20, 3))
+    D = rng.standard_normal((20, 3))
+    background = rng.uniform(-1, 2, (50, 3))
+    whole = deletion_curve(model, X, D, k=3, bounds=background)
+    for batch in (slice(0, 1), slice(3, 9), slice(10, 20)):
+        part = deletion_curve(model, X[batch], D[batch], k=3, bounds=background)
+        np.testing.assert_array_equal(part.cpp_per_row, whole.cpp_per_row[batch])
+
+
+def test_deletion_curve_refuses_to_guess_its_bounds():
+    model = _sigmoid_model([1.0, 1.0])
+    with pytest.raises(ValueError, match="needs bounds"):
+        deletion_curve(model, [[0.2, 0.5]], [[1.0, 0.0]], k=1)
+    with pytest.raises(ValueError, match="2 columns"):
+        deletion_curve(model, [[0.2, 0.5]], [[1.0, 0.0]], k=1, bounds=np.zeros((3, 3)))
 
 
 def test_deletion_curve_uses_the_explanation_target_and_flags():
@@ -393,10 +414,10 @@ def test_true_decision_features_lower_the_probability_monotonically(seed, d):
     W, _ = local_linear_model(model, X)
     target = model.predict(X)
     D = decision_features(W, target)
-    curve = deletion_curve(model, X, D)
+    curve = deletion_curve(model, X, D, bounds=X)
     assert np.all(np.diff(curve.cpp_per_row, axis=1) >= -1e-12)
     assert np.all(np.diff(curve.nlci) >= 0)
-    zero = deletion_curve(model, X, np.zeros_like(D))
+    zero = deletion_curve(model, X, np.zeros_like(D), bounds=X)
     # Unchanged rows: only the model's batch rounding moves p_c.
     assert np.all(zero.cpp <= 1e-12) and np.all(zero.nlci == 0)
 
@@ -409,6 +430,33 @@ def test_jaccard_stability_by_hand():
     assert jaccard_stability([[0, 1], [0, 2], [1, 0]], k=2) == pytest.approx(5 / 9)
     with pytest.raises(InvalidParameterError):
         jaccard_stability([[0], [1]], k=0)
+
+
+def test_jaccard_stability_of_explanations_ranks_by_weight():
+    # LARS entered feature 2 first in both runs, but by |weight| the top
+    # feature is 0 in one run and 1 in the other: J@1 is 0, not 1.
+    def run(values, selected):
+        return Explanation(
+            values=np.array([values], dtype=float),
+            target=[0],
+            classes=[0, 1],
+            feature_names=["a", "b", "c", "d"],
+            method="lime",
+            selected=np.array([selected]),
+        )
+
+    a = run([0.9, 0.5, 0.1, 0.0], [2, 0, 1])
+    b = run([0.5, -0.9, 0.1, 0.0], [2, 1, 0])
+    assert jaccard_stability([a, b], k=1) == 0.0
+    assert jaccard_stability([a, b], k=2) == 1.0
+    # The entry order, as indices, would have said the top feature agrees.
+    assert jaccard_stability([a.selected[0], b.selected[0]], k=1) == 1.0
+    # Without a selection, every feature with a nonzero weight competes.
+    plain = [_explanation([[0.0, 2.0, -3.0]]), _explanation([[1.0, -5.0, 0.0]])]
+    assert jaccard_stability(plain, k=1) == 0.0
+    assert jaccard_stability(plain, k=2) == pytest.approx(1 / 3)
+    with pytest.raises(ValueError, match="one row"):
+        jaccard_stability([_explanation(np.ones((2, 3)))] * 2, k=1)
 
 
 @given(

@@ -36,9 +36,7 @@ K = 5
 def stability(explainer):
     """Jaccard stability of the top-K features, averaged over the rows."""
     runs = [explainer.set_params(random_state=s).explain(rows) for s in seeds]
-    per_row = [
-        jaccard_stability([r.selected[i] for r in runs], K) for i in range(len(rows))
-    ]
+    per_row = [jaccard_stability([r[i] for r in runs], K) for i in range(len(rows))]
     return float(np.mean(per_row)), runs
 
 

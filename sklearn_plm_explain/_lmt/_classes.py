@@ -101,9 +101,12 @@ class LogisticModelTreeClassifier(ClassifierMixin, BaseEstimator):
     prune : bool, default=True
         Whether to apply cost-complexity pruning chosen by cross-validation.
         With ``False`` the fully grown tree is kept.
-    random_state : int, RandomState instance or None, default=None
+    random_state : int, RandomState instance or None, default=0
         Shuffling of the rows before they are dealt into ``cv`` folds (only
-        when ``cv`` is an integer). Pass an int for reproducible fits.
+        when ``cv`` is an integer). The default is a fixed seed, as Weka's
+        LMT fixes its own: two default fits on the same data grow the same
+        tree. ``None`` draws new folds at every fit (and may grow another
+        tree).
 
     Attributes
     ----------
@@ -215,7 +218,7 @@ class LogisticModelTreeClassifier(ClassifierMixin, BaseEstimator):
         max_depth=None,
         split_point="actual",
         prune=True,
-        random_state=None,
+        random_state=0,
     ):
         self.max_iter = max_iter
         self.n_iter = n_iter

@@ -11,7 +11,6 @@ from sklearn.utils import Bunch
 from sklearn.utils._param_validation import (
     HasMethods,
     Interval,
-    StrOptions,
     validate_params,
 )
 
@@ -32,13 +31,13 @@ from sklearn_plm_explain.metrics._common import (
         "values": _VALUES,
         "k": [Interval(Integral, 1, None, closed="left"), "array-like", None],
         "target": ["array-like", None],
-        "bounds": [StrOptions({"data"}), tuple],
+        "bounds": [tuple, "array-like", None],
         "uncertified": _UNCERTIFIED,
     },
     prefer_skip_nested_validation=True,
 )
 def deletion_curve(
-    model, X, values, *, k=None, target=None, bounds="data", uncertified="drop"
+    model, X, values, *, k=None, target=None, bounds=None, uncertified="drop"
 ):
     """Change of prediction when the top-k features are altered (CPP, NLCI).
 
@@ -74,10 +73,14 @@ def deletion_curve(
     target : array-like of int of shape (n_samples,), default=None
         Column of ``predict_proba`` whose probability is watched. ``None``:
         the explanation's ``target``, or else the predicted class.
-    bounds : "data" or tuple (low, high), default="data"
-        Values the altered features take: ``"data"`` uses each feature's
-        minimum and maximum over ``X``; a tuple gives floats or arrays of
-        shape (n_features,), e.g. ``(0.0, 1.0)`` for pixels as in the paper.
+    bounds : tuple (low, high) or array-like of shape (n_background, n_features)
+        Values the altered features take, fixed for every row: a tuple of
+        floats or of arrays of shape (n_features,), e.g. ``(0.0, 1.0)`` for
+        pixels as in the paper; or background data (such as the training
+        rows the explainer was fitted on), whose per-feature minimum and
+        maximum are used. Required: the range of the explained rows
+        themselves would make a row's score depend on the other rows of its
+        batch.
     uncertified : {"drop", "keep"}, default="drop"
         See :func:`l1_distance`.
 
@@ -152,11 +155,25 @@ def _counts(k, d):
 
 
 def _bounds(bounds, X):
-    if isinstance(bounds, str):
-        return X.min(axis=0), X.max(axis=0)
-    if len(bounds) != 2:
-        raise ValueError(f"bounds must be 'data' or (low, high); got {bounds!r}.")
-    low, high = (
-        np.broadcast_to(np.asarray(b, dtype=np.float64), X.shape[1:]) for b in bounds
-    )
-    return low, high
+    if bounds is None:
+        raise ValueError(
+            "deletion_curve needs bounds: (low, high), such as (0.0, 1.0) for "
+            "pixels as in the paper, or background data such as the training "
+            "rows (bounds=X_train). The range of the explained rows would make "
+            "a row's score depend on its batch."
+        )
+    if isinstance(bounds, tuple):
+        if len(bounds) != 2:
+            raise ValueError(f"bounds must be (low, high); got {len(bounds)} values.")
+        low, high = (
+            np.broadcast_to(np.asarray(b, dtype=np.float64), X.shape[1:])
+            for b in bounds
+        )
+        return low, high
+    background = np.asarray(bounds, dtype=np.float64)
+    if background.ndim != 2 or background.shape[1] != X.shape[1]:
+        raise ValueError(
+            f"bounds as background data must have {X.shape[1]} columns; got "
+            f"shape {background.shape}."
+        )
+    return background.min(axis=0), background.max(axis=0)

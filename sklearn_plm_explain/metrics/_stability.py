@@ -12,9 +12,14 @@ from sklearn.utils._param_validation import (
     validate_params,
 )
 
+from sklearn_plm_explain._explanation import Explanation
+
 
 @validate_params(
-    {"selected": ["array-like"], "k": [Interval(Integral, 1, None, closed="left")]},
+    {
+        "selected": ["array-like", list],
+        "k": [Interval(Integral, 1, None, closed="left")],
+    },
     prefer_skip_nested_validation=True,
 )
 def jaccard_stability(selected, k):
@@ -31,10 +36,15 @@ def jaccard_stability(selected, k):
 
     Parameters
     ----------
-    selected : array-like of shape (n_repeats, n_selected)
-        Selected feature indices of each repetition, most important first
-        (e.g. ``Explanation.selected`` of one row over repetitions); negative
-        entries are padding and are ignored.
+    selected : list of Explanation, or array-like of shape (n_repeats, n_selected)
+        The repetitions. Explanations of one row each (such as ``[run[i] for
+        run in runs]``) are ranked as lime, the S-LIME reference and the
+        paper rank them: their selected features (all features with a nonzero
+        weight when they record no selection) by decreasing ``|weight|``
+        (``values``). Or feature indices of each repetition, most important
+        first; negative entries are padding and are ignored. (An
+        explanation's ``selected`` field is the order in which LARS added the
+        features, not their importance.)
     k : int
         Number of leading features compared.
 
@@ -56,12 +66,35 @@ def jaccard_stability(selected, k):
     >>> jaccard_stability([[0, 1, 2], [1, 0, 3]], k=3)
     0.5
     """
-    sets = np.asarray(selected)
-    if sets.ndim != 2 or sets.shape[0] < 2:
-        raise ValueError("selected needs at least two repetitions (2-D).")
-    tops = [frozenset(int(j) for j in row[:k] if j >= 0) for row in sets]
+    if len(selected) and isinstance(selected[0], Explanation):
+        tops = [frozenset(_top_by_weight(e, k)) for e in selected]
+        if len(tops) < 2:
+            raise ValueError("selected needs at least two repetitions.")
+    else:
+        sets = np.asarray(selected)
+        if sets.ndim != 2 or sets.shape[0] < 2:
+            raise ValueError("selected needs at least two repetitions (2-D).")
+        tops = [frozenset(int(j) for j in row[:k] if j >= 0) for row in sets]
     scores = [
         len(a & b) / len(a | b) if (a or b) else 1.0
         for a, b in itertools.combinations(tops, 2)
     ]
     return float(np.mean(scores))
+
+
+def _top_by_weight(explanation, k):
+    """The ``k`` features of a one-row explanation with the largest
+    ``|weight|`` among those it selected (ties kept in feature order)."""
+    if len(explanation) != 1:
+        raise ValueError(
+            "Pass one row of each repetition (run[i]); got an explanation of "
+            f"{len(explanation)} rows."
+        )
+    values = np.asarray(explanation.values[0], dtype=np.float64)
+    if "selected" in explanation.fields:
+        picked = np.asarray(explanation.selected[0]).astype(np.intp)
+        candidates = np.unique(picked[picked >= 0])
+    else:
+        candidates = np.flatnonzero(values)
+    order = candidates[np.argsort(-np.abs(values[candidates]), kind="stable")]
+    return (int(j) for j in order[:k])
