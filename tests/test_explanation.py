@@ -208,6 +208,9 @@ def test_to_shap_adds_up_to_the_models_log_ratio(n_classes):
     assert_allclose(e.standardized, e.values * X.std(axis=0))
 
 
+@pytest.mark.filterwarnings(
+    "ignore:.*status 'tied':sklearn.exceptions.ConvergenceWarning"
+)  # S-LIME ties
 def test_to_shap_of_lime_adds_up_to_the_surrogate():
     pytest.importorskip("shap")
     from sklearn.datasets import load_iris

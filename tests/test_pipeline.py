@@ -131,6 +131,9 @@ def test_mixed_frame_input_checks():
     assert e.converged.all()
 
 
+@pytest.mark.filterwarnings(
+    "ignore:.*status 'tied':sklearn.exceptions.ConvergenceWarning"
+)  # S-LIME ties
 @pytest.mark.parametrize("kind", ["lime", "slime"])
 def test_lime_explainers_treat_string_columns_as_categorical(kind):
     from sklearn_plm_explain import LimeTabularExplainer, StableLIMEExplainer

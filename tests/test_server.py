@@ -117,6 +117,9 @@ def _from_v2(resp):
     return Explanation.from_dict(json.loads(out["data"][0]))
 
 
+@pytest.mark.filterwarnings(
+    "ignore:.*status 'tied':sklearn.exceptions.ConvergenceWarning"
+)  # S-LIME ties
 # S-LIME rows at n_max warn in the service's thread; their status says it.
 @pytest.mark.filterwarnings(
     "ignore:.*reached n_max:sklearn.exceptions.ConvergenceWarning"

@@ -15,6 +15,11 @@ from sklearn_plm_explain import LimeTabularExplainer, StableLIMEExplainer
 from sklearn_plm_explain._lime._lars_test import lars_step_tests
 from sklearn_plm_explain.metrics import jaccard_stability
 
+# Rows tied within tie_margin warn; the tests that are about ties assert it.
+pytestmark = pytest.mark.filterwarnings(
+    "ignore:.*status 'tied':sklearn.exceptions.ConvergenceWarning"
+)
+
 CONT = {
     "mode": "regression",
     "discretize_continuous": False,
@@ -189,7 +194,11 @@ def test_equal_effects_reach_n_max_under_the_strict_test_and_report_it():
     assert (e.n_rounds[hit] >= 2).all()
 
 
-def test_equal_effects_converge_as_a_tie_by_default():
+def test_equal_effects_stop_as_a_tie_that_is_not_called_converged():
+    # Two features of equal effect: the margin stops the sample early, but
+    # the sample does not resolve which one comes first, so the rows are
+    # "tied" (not converged) and name the pair, instead of claiming an order
+    # another sample may swap.
     X = _train(2)
     s = StableLIMEExplainer(
         lambda A: A[:, 0] + A[:, 1],
@@ -199,11 +208,33 @@ def test_equal_effects_converge_as_a_tie_by_default():
         random_state=0,
         **CONT,
     ).fit(X)
+    with pytest.warns(ConvergenceWarning, match=r"6 of 6 rows .*status 'tied'"):
+        e = s.explain(X[:6])
+    assert (e.status == "tied").all() and not e.converged.any()
+    assert (e.n_samples < 20000).all()
+    for pairs in e.ties:
+        assert {int(pairs[0, 0]), int(pairs[0, 1])} == {0, 1}
+    # The strict test resolves no order either: at n_max, not converged.
+    strict = s.set_params(tie_margin=0.0, n_max=2000)
+    with pytest.warns(ConvergenceWarning, match="n_max"):
+        assert not strict.explain(X[:2]).converged.any()
+
+
+def test_a_clear_order_is_converged_without_ties():
+    X = _train(2)
+    s = StableLIMEExplainer(
+        lambda A: 2.0 * A[:, 0] + A[:, 1],
+        num_features=2,
+        num_samples=500,
+        n_max=20000,
+        random_state=0,
+        **CONT,
+    ).fit(X)
     with warnings.catch_warnings():
         warnings.simplefilter("error", ConvergenceWarning)
         e = s.explain(X[:6])
-    assert e.converged.all()
-    assert (e.n_samples < 20000).all()
+    assert e.converged.all() and (e.status == "converged").all()
+    assert (e.ties == -1).all()
 
 
 def test_exact_tie_reaches_n_max_without_crash():

@@ -36,13 +36,18 @@ class _StepTests:
     n_needed : float
         Largest sample size asked for by a failing step (``n`` when all
         passed, ``inf`` for a gap of zero).
+    ties : list of (int, int)
+        ``(j1, j2)`` of every step that passed only through ``tie_margin``:
+        the order of these two features is not resolved by the sample (the
+        strict test, ``tie_margin=0``, would fail).
     """
 
-    def __init__(self, active, z, passed, n_needed):
+    def __init__(self, active, z, passed, n_needed, ties=()):
         self.active = active
         self.z = z
         self.passed = passed
         self.n_needed = n_needed
+        self.ties = list(ties)
 
 
 def lars_step_tests(Z, w, y, k, alpha, tie_margin=TIE_MARGIN):
@@ -108,17 +113,19 @@ def _tests_from_stats(stats, Z, w, y, label, k, alpha, tie_margin):
     active, betas, corrs = _lar_steps(stats, Z, sw, yw, b, k)
     # The entering features' centred columns, gathered once for all steps.
     centred = Z[:, active] - stats.mu[active]
-    needed = []
+    needed, ties = [], []
     for t in range(active.size):
         step = _step_products(stats, Z, sw, yw, betas[t], active, centred, t, corrs[t])
         z[t], n_t = _one_step(step, Z.shape[0], alpha, tie_margin)
         if n_t is not None:
             needed.append(n_t)
+        elif tie_margin > 0 and _one_step(step, Z.shape[0], alpha, 0.0)[1] is not None:
+            ties.append((int(active[t]), int(step[0])))
     # The largest size any failing step asks for: one round can then settle
     # every step the current sample already sees, and the request grows
     # monotonically as alpha shrinks.
     passed = not needed
-    return _StepTests(active, z, passed, n if passed else max(needed))
+    return _StepTests(active, z, passed, n if passed else max(needed), ties)
 
 
 # Gram columns summed ahead with a missing one (see _LocalStats.gram_columns).

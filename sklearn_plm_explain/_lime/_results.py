@@ -18,7 +18,7 @@ _LABEL_FIELDS = (
 
 
 # Every status a row of the LIME explainers can get.
-STATUSES = ("converged", "few_effective_samples", "n_max_reached", "not_run")
+STATUSES = ("converged", "few_effective_samples", "n_max_reached", "not_run", "tied")
 
 
 def row_result(space, k, fits, labels, n, *, regression, status, n_rounds, **kw):

@@ -82,7 +82,10 @@ class StableLIMEExplainer(_BaseLime):
         ``alpha``, the runner-up would not outrank the entering feature by
         more than ``tie_margin * |ĉ1|`` in another sample. ``0`` is the
         S-LIME paper's test, which two equally strong candidates never pass
-        (their rows end at ``n_max``). ``benchmarks/bench_stability.py``
+        (their rows end at ``n_max``). A step that passes only through the
+        margin stops the sample, but its row is ``"tied"``, not
+        ``"converged"``, with the pair in ``ties``: ``0`` is the strict mode,
+        in which only a resolved order stops. ``benchmarks/bench_stability.py``
         compares margins.
     max_growth : float or None, default=None
         Largest factor by which one round may grow the sample. The size a
@@ -151,12 +154,19 @@ n_outputs_, n_features_in_, feature_names_in_
       points are never re-queried.
     * ``n_rounds`` -- number of fits (1 when the first sample passed).
     * ``converged`` / ``status`` -- ``"converged"`` when every tested step
-      of every explained label passed, ``"n_max_reached"`` when a step still
+      of every explained label passed, strictly: the selected features and
+      their order; ``"tied"`` when some steps passed only through
+      ``tie_margin`` (the set is stable, but the order of those pairs is not
+      resolved: ``converged`` is False, and ``ties`` names them);
+      ``"n_max_reached"`` when a step still
       failed at ``n_max`` (the stability guarantee does not hold then;
       ``explain`` warns with the count), ``"few_effective_samples"`` when the
       kernel weights' effective sample size stays below ten per surrogate
       parameter even at ``n_max`` (a kernel too narrow for the
       neighbourhood; see :class:`LimeTabularExplainer`).
+    * ``ties`` -- ``(n, num_features, 2)`` pairs ``(j1, j2)`` of features
+      whose order only ``tie_margin`` let pass (``-1`` pads), for the target
+      label.
     * ``step_z`` -- ``(n, num_features)`` observed statistic ``(Δ +
       tie_margin |ĉ1|) / (sqrt(2) se(Δ))`` of each step of the target label
       at the final size, to compare with the ``1 − alpha`` quantile of
@@ -193,7 +203,13 @@ n_outputs_, n_features_in_, feature_names_in_
     >>> X, y = load_iris(return_X_y=True)
     >>> model = LogisticRegression(max_iter=500).fit(X, y)
     >>> slime = StableLIMEExplainer(model, num_features=2, random_state=0).fit(X)
-    >>> e = slime.explain(X[:2])
+    >>> import warnings
+    >>> with warnings.catch_warnings(record=True):  # it warns of the tie
+    ...     e = slime.explain(X[:2])
+    >>> e.status.tolist()
+    ['tied', 'converged']
+    >>> e.ties[0, 0].tolist()  # features 0 and 1: their order is not resolved
+    [0, 1]
     >>> bool((e.n_queries == e.n_samples).all())
     True
     """
@@ -267,6 +283,17 @@ n_outputs_, n_features_in_, feature_names_in_
     def _warn_statuses(self, status, effective_samples, stacklevel):
         # The base's warnings are one frame further from the caller.
         super()._warn_statuses(status, effective_samples, stacklevel + 1)
+        tied = status == "tied"
+        if tied.any():
+            warnings.warn(
+                f"{int(tied.sum())} of {tied.size} rows have selected features "
+                f"tied within tie_margin={self.tie_margin} (status 'tied'; the "
+                "pairs are in Explanation.ties): the set is stable, but the "
+                "order of each tied pair may differ in another sample. "
+                "tie_margin=0 tests the order strictly.",
+                ConvergenceWarning,
+                stacklevel=stacklevel,
+            )
         hit = status == "n_max_reached"
         if hit.any():
             warnings.warn(
@@ -323,6 +350,7 @@ n_outputs_, n_features_in_, feature_names_in_
     def _not_run_result(self, extra):
         out = super()._not_run_result(extra)
         out["step_z"] = np.full(self._selected_width(), np.nan)
+        out["ties"] = _tie_pairs((), self._selected_width())
         return out
 
     def _grow_until_stable(self, ctx, bb, extra, samples, labels, rounds, results):
@@ -347,24 +375,20 @@ n_outputs_, n_features_in_, feature_names_in_
                 hopeless = projected_effective_samples(w, self.n_max) < need_ess
                 passed = enough and all(t.passed for t in tests)
                 if passed or n >= self.n_max or (not enough and hopeless):
-                    status = (
-                        "converged"
-                        if passed
-                        else "n_max_reached"
-                        if enough
-                        else "few_effective_samples"
-                    )
+                    tied = passed and any(t.ties for t in tests)
+                    status = _final_status(passed, tied, enough)
                     res = self._row_result(
                         fits,
                         labels[i],
                         n,
-                        converged=passed,
+                        converged=passed and not tied,
                         status=status,
                         n_rounds=rounds[i],
                         order=True,
                         effective_samples=ess,
                     )
                     res["step_z"] = tests[0].z
+                    res["ties"] = _tie_pairs(tests[0].ties, self._selected_width())
                     results[i] = res
                     continue
                 need = max(t.n_needed for t in tests)
@@ -427,3 +451,18 @@ n_outputs_, n_features_in_, feature_names_in_
                 Ws[i] = np.concatenate([Ws[i], w])
             else:
                 Ws[i] = self._weights(Zs[i])
+
+
+def _final_status(passed, tied, enough):
+    if passed:
+        return "tied" if tied else "converged"
+    return "n_max_reached" if enough else "few_effective_samples"
+
+
+def _tie_pairs(ties, width):
+    """The tied pairs of a row as a fixed-width field: ``(width, 2)`` feature
+    indices, ``-1`` padding."""
+    out = np.full((width, 2), -1, dtype=np.intp)
+    if ties:
+        out[: len(ties)] = np.asarray(ties, dtype=np.intp)[:width]
+    return out
