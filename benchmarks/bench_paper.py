@@ -16,13 +16,25 @@ Methods, all through ``predict_proba`` only (as the paper's API methods):
 
 * OpenAPI: ``OpenAPIExplainer(response_method="predict_proba")``, defaults;
 * the baselines of :mod:`sklearn_plm_explain.baselines` over the paper's sweep
-  h = 1e-2, 1e-4, 1e-8 (in pixel units, ``scale="unit"``): ZOO (central
-  differences, 2d queries), the naive square solve, Linear and Ridge
-  Regression LIME (2d points);
+  h = 1e-2, 1e-4, 1e-8 and the range between, 1e-5 to 1e-7, where they do
+  best (in pixel units, ``scale="unit"``): ZOO (central differences, 2d
+  queries; and with the library's Richardson error estimate, 4d), the naive
+  square solve, Linear and Ridge Regression LIME (2d points); each is then
+  compared at its own best h;
 * for Figs. 3-4 also the paper's white-box comparators, computed from the
   models' weights (``local_linear_model``): Saliency Maps ``|grad p_c|``,
-  Gradient * Input, Integrated Gradients (black baseline, 32 steps), and
-  plain LIME (``LimeTabularExplainer``, its defaults but every feature kept).
+  Gradient * Input, Integrated Gradients (black baseline, 32 steps), all on
+  the same anchor rows, and LIME in its continuous mode
+  (``LimeTabularExplainer(discretize_continuous=False,
+  sample_around_instance=True)``, every feature kept), whose weights belong
+  to the pixels themselves (a discretised LIME's belong to bin indicators,
+  which the deletion test would misread).
+
+Every figure's winner is printed as measured, ties and losses included; the
+checks assert only what OpenAPI guarantees (RD = WD = 0, CS and CPP/NLCI
+equal to the ground truth's, L1Dist of certified rows at the rounding
+floor). The headline is what no baseline has: rows OpenAPI flags against
+rows each baseline, at its best h, gets wrong without saying so.
 
 Rows: the first ``--rows8`` / ``--rows28`` test rows ("anchors") and, for the
 consistency score, the nearest test row of each (so each anchor's neighbour
@@ -75,7 +87,7 @@ from sklearn_plm_explain.metrics import (
     weight_difference,
 )
 
-H_SWEEP = (1e-2, 1e-4, 1e-8)
+H_SWEEP = (1e-2, 1e-4, 1e-5, 1e-6, 1e-7, 1e-8)
 # What the paper reports (Tables I-II; the text of Figs. 3-7).
 PAPER_TABLE_I = {"PLNN": (0.980, 0.971), "LMT": (0.991, 0.949)}  # MNIST
 PAPER_TABLE_II = {"LMT": 8.6, "PLNN": 10.8}  # MNIST, iterations
@@ -182,6 +194,7 @@ def run_model(name, model, X_train, X, n_anchors, table2_rows, X_test):
     for h in H_SWEEP:
         for label, explainer in [
             ("ZOO", FiniteDifferenceExplainer(model, h=h, richardson=False)),
+            ("ZOO+Richardson", FiniteDifferenceExplainer(model, h=h)),
             ("Naive", NaiveSquareExplainer(model, h=h, random_state=0)),
             ("Linear LIME", ExtendedLIMEExplainer(model, h=h, random_state=0)),
             (
@@ -202,7 +215,12 @@ def run_model(name, model, X_train, X, n_anchors, table2_rows, X_test):
     t0 = time.perf_counter()
     lime = (
         LimeTabularExplainer(
-            model, feature_selection="none", num_features=d, random_state=0
+            model,
+            feature_selection="none",
+            num_features=d,
+            discretize_continuous=False,
+            sample_around_instance=True,
+            random_state=0,
         )
         .fit(X_train)
         .explain(X, target=model.classes_[target])
@@ -240,6 +258,15 @@ def run_model(name, model, X_train, X, n_anchors, table2_rows, X_test):
         row["curve"] = curve
         row["queries/row"] = e.n_queries[use].mean()
         row["s/row"] = seconds[label] / len(X)
+        # Rows a method gets wrong (relative L1 error above 1e-6) over all
+        # rows, and how many of those it flags (OpenAPI) or not.
+        rel_all = l1_distance(
+            truth, values, relative=True, per_row=True, uncertified="keep"
+        )
+        wrong = ~(rel_all <= 1e-6)
+        flags = e.flagged if "converged" in e.fields else np.zeros(len(X), bool)
+        row["wrong, flagged"] = int((wrong & flags).sum())
+        row["wrong, silent"] = int((wrong & ~flags).sum())
         rows.append(row)
     for label, values in list(white.items()) + [("LIME", lime.values)]:
         cs = consistency_score(X, values, per_row=True)
@@ -280,6 +307,19 @@ def run_model(name, model, X_train, X, n_anchors, table2_rows, X_test):
         "test rows": len(X_test),
     }
     return rows, curve_truth, flagged
+
+
+def _best_h(api):
+    """Each baseline's row at the h with its lowest mean L1Dist."""
+    by_method = {}
+    for r in api:
+        method, _, h = r["method"].partition(" h=")
+        if (
+            method not in by_method
+            or r["L1Dist mean"] < by_method[method][0]["L1Dist mean"]
+        ):
+            by_method[method] = (r, h)
+    return list(by_method.values())
 
 
 def deletion_ks(d):
@@ -362,33 +402,53 @@ def report(dataset, name, rows, curve_truth, info, checks):
     )
     oa = rows[0]
     api = [r for r in table if r is not oa]
+    best = _best_h(api)
+    print(
+        "\nEach baseline at its best h (lowest mean L1Dist), beside OpenAPI; "
+        "rows wrong = relative L1 error above 1e-6, over all rows, flagged or "
+        "not:\n"
+    )
+    k0 = 0
+    head = ["method", "best h", "L1Dist mean", "CS", f"CPP k={ks[k0]}",
+            "rows wrong, flagged", "rows wrong, silent", "queries/row", "s/row"]  # fmt: skip
+    print_table(
+        head,
+        [
+            [
+                r["method"],
+                h,
+                fmt(r["L1Dist mean"]),
+                fmt(r["CS"]),
+                fmt(float(r["curve"].cpp[k0])),
+                str(r["wrong, flagged"]),
+                str(r["wrong, silent"]),
+                fmt(r["queries/row"]),
+                fmt(r["s/row"]),
+            ]  # fmt: skip
+            for r, h in [(oa, "-"), *best]
+        ],
+    )
     fig4 = [
         r
         for r in rows
         if r["method"]
         in ("Saliency Maps", "Gradient * Input", "Integrated Gradient", "LIME")
     ]
-    tol = 1e-12
-    # Below 1e-9 ||D||_1 (a tenth of the certificate's target) differences are
-    # float rounding: both methods are exact.
-    floor = 1e-9 * info["mean |D|_1"]
-    ties = [
-        r["method"]
-        for r in api
-        if r["L1Dist mean"] <= oa["L1Dist mean"] and r["L1Dist mean"] <= floor
-    ]
-    checks.append(
-        (
-            f"{dataset} {name}: OpenAPI lowest mean L1Dist"
-            + (
-                f" (tied at the rounding floor 1e-9 ||D||_1: {', '.join(ties)})"
-                if ties
-                else ""
-            ),
-            all(
-                oa["L1Dist mean"] < r["L1Dist mean"] or r["method"] in ties for r in api
-            ),
-        )
+    contenders = [oa, *(r for r, _ in best)]
+    winner_l1 = min(contenders, key=lambda r: r["L1Dist mean"])
+    winner_cs = max([oa, *fig4, *(r for r, _ in best)], key=lambda r: r["CS"])
+    curve_rows = [r for r in rows if r["method"] != "ground truth (weights)"]
+    winner_cpp = max(curve_rows, key=lambda r: float(r["curve"].cpp[k0]))
+    winner_nlci = max(curve_rows, key=lambda r: int(r["curve"].nlci[k0]))
+    print(
+        f"\nWinners as measured: Fig. 7 lowest mean L1Dist {winner_l1['method']} "
+        f"({fmt(winner_l1['L1Dist mean'])}; OpenAPI {fmt(oa['L1Dist mean'])}); "
+        f"Fig. 4 highest CS on the anchors {winner_cs['method']} "
+        f"({winner_cs['CS']:.4f}; OpenAPI {oa['CS']:.4f}); Fig. 3 at k = {ks[k0]} "
+        f"highest CPP {winner_cpp['method']} ({float(winner_cpp['curve'].cpp[k0]):.3f}; "
+        f"OpenAPI {float(oa['curve'].cpp[k0]):.3f}), most NLCI "
+        f"{winner_nlci['method']} ({int(winner_nlci['curve'].nlci[k0])}; OpenAPI "
+        f"{int(oa['curve'].nlci[k0])})."
     )
     for key in ("RD", "WD"):
         checks.append(
@@ -397,14 +457,6 @@ def report(dataset, name, rows, curve_truth, info, checks):
                 oa[key] == 0 and all(r[key] >= oa[key] for r in api),
             )
         )
-    checks.append(
-        (
-            f"{dataset} {name}: OpenAPI highest CS among the paper's Fig. 4 "
-            "methods (gradient methods on the whole split, LIME on the explained rows)",
-            all(whole["ground truth (weights)"] >= v - tol for v in whole.values())
-            and all(oa["CS"] >= r["CS"] - tol for r in fig4 if r["method"] == "LIME"),
-        )
-    )
     truth_cs = rows[-1]["CS"]
     checks.append(
         (
