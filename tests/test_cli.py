@@ -203,7 +203,7 @@ def test_slime_to_json_with_a_target(files, tmp_path):
     assert np.isfinite(e.values).all()
     assert list(e.feature_names) == HEADER
     assert set(e.target_label.tolist()) == {2}
-    assert set(e.status) <= {"converged", "n_max_reached"}
+    assert set(e.status) <= {"converged", "tied", "n_max_reached"}
     assert (e.n_samples >= 100).all() and (e.n_samples <= 400).all()
     # Two features per explanation: the others are exactly zero.
     assert ((e.values != 0).sum(axis=1) <= 2).all()
