@@ -11,7 +11,7 @@ from sklearn.base import (
     TransformerMixin,
     _fit_context,
 )
-from sklearn.utils._param_validation import HasMethods, Interval, StrOptions
+from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
 from sklearn_plm_explain._base import ExplainBatch, ExplainScaffoldMixin
@@ -32,6 +32,7 @@ from sklearn_plm_explain._openapi._input import (
 )
 from sklearn_plm_explain._openapi._statuses import STATUSES, _warn_failures
 from sklearn_plm_explain._utils._blackbox import (
+    MODEL_CONSTRAINTS,
     resolve_estimator,
     resolve_response_method,
 )
@@ -224,14 +225,7 @@ class OpenAPIExplainer(
     """
 
     _parameter_constraints: dict = {
-        "estimator": [
-            HasMethods(["fit"]),
-            HasMethods(["predict_proba"]),
-            HasMethods(["decision_function"]),
-            HasMethods(["predict"]),
-            callable,
-            None,
-        ],
+        "estimator": list(MODEL_CONSTRAINTS),
         "response_method": [
             StrOptions({"auto", "predict_proba", "decision_function", "predict"})
         ],

@@ -5,6 +5,7 @@
 import numpy as np
 from sklearn.base import clone, is_regressor
 from sklearn.exceptions import NotFittedError
+from sklearn.utils._param_validation import HasMethods
 from sklearn.utils.multiclass import type_of_target
 from sklearn.utils.validation import check_is_fitted
 
@@ -32,6 +33,14 @@ _EPS32 = float(np.finfo(np.float32).eps)
 # The methods a model object may answer with; an object with none of them that
 # is callable is a plain function of the rows.
 RESPONSE_METHODS = ("predict_proba", "decision_function", "predict")
+# What an explainer's ``estimator`` may be (its ``_parameter_constraints``):
+# an estimator, any object with a response method, a callable, or None.
+MODEL_CONSTRAINTS = (
+    HasMethods(["fit"]),
+    *(HasMethods([method]) for method in RESPONSE_METHODS),
+    callable,
+    None,
+)
 
 
 def is_model_object(estimator):

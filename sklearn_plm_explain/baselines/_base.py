@@ -12,11 +12,12 @@ from sklearn.base import (
     TransformerMixin,
     _fit_context,
 )
-from sklearn.utils._param_validation import HasMethods, Interval, StrOptions
+from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from sklearn_plm_explain._explanation import Explanation
 from sklearn_plm_explain._utils._blackbox import (
+    MODEL_CONSTRAINTS,
     BlackBox,
     resolve_estimator,
     resolve_response_method,
@@ -48,14 +49,7 @@ class _Baseline(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
     """Shared plumbing: fit, queries, log-ratios, the Explanation."""
 
     _parameter_constraints: dict = {
-        "estimator": [
-            HasMethods(["fit"]),
-            HasMethods(["predict_proba"]),
-            HasMethods(["decision_function"]),
-            HasMethods(["predict"]),
-            callable,
-            None,
-        ],
+        "estimator": list(MODEL_CONSTRAINTS),
         "response_method": [
             StrOptions({"auto", "predict_proba", "decision_function", "predict"})
         ],
