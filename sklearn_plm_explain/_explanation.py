@@ -328,16 +328,21 @@ class Explanation:
         if top_k is not None and top_k < 1:
             raise ValueError(f"top_k must be at least 1 or None; got {top_k}.")
         values = self.attributions(attribution)[row]
-        features = np.arange(len(self.feature_names))
         labels = self.feature_names
+        if "selected_names" in self._rows:
+            labels = self._row_labels(row)
+        order = self._ranked_features(row, values)
+        return [(str(labels[j]), float(values[j])) for j in order[:top_k]]
+
+    def _ranked_features(self, row, values):
+        """Indices of the features listed for ``row`` (those the surrogate
+        selected when the explanation records it, else all), by decreasing
+        ``|values|``; a stable sort keeps the feature order among equals."""
+        features = np.arange(len(self.feature_names))
         if "selected" in self._rows:
             picked = np.asarray(self._rows["selected"][row]).astype(np.intp)
             features = np.unique(picked[picked >= 0])
-        if "selected_names" in self._rows:
-            labels = self._row_labels(row)
-        # A stable sort keeps the feature order among equal magnitudes.
-        order = features[np.argsort(-np.abs(values[features]), kind="stable")]
-        return [(str(labels[j]), float(values[j])) for j in order[:top_k]]
+        return features[np.argsort(-np.abs(values[features]), kind="stable")]
 
     def attributions(self, kind="contribution"):
         """Per-feature attributions of every row, in one of three readings.

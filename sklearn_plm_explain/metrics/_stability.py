@@ -91,10 +91,8 @@ def _top_by_weight(explanation, k):
             f"{len(explanation)} rows."
         )
     values = np.asarray(explanation.values[0], dtype=np.float64)
-    if "selected" in explanation.fields:
-        picked = np.asarray(explanation.selected[0]).astype(np.intp)
-        candidates = np.unique(picked[picked >= 0])
-    else:
-        candidates = np.flatnonzero(values)
-    order = candidates[np.argsort(-np.abs(values[candidates]), kind="stable")]
+    order = explanation._ranked_features(0, values)
+    if "selected" not in explanation.fields:
+        # Without a selection, the features that carry a weight compete.
+        order = order[values[order] != 0]
     return (int(j) for j in order[:k])
