@@ -233,8 +233,9 @@ def run_explain(args):
     return 0
 
 
-def _remote_model(args, names):
-    """The served model of ``--url``, as the options describe it."""
+def _remote_model(args, names, budget=True):
+    """The served model of ``--url``, as the options describe it (with the
+    run's ``--max-queries`` unless ``budget`` is False)."""
     headers = {}
     for text in args.header or []:
         name, sep, value = text.partition(":")
@@ -257,7 +258,7 @@ def _remote_model(args, names):
         max_batch_rows=args.max_batch_rows,
         max_concurrency=args.max_concurrency,
         max_retries=args.max_retries,
-        max_queries=args.max_queries,
+        max_queries=args.max_queries if budget else None,
         model_name=args.model_name,
         output_name=args.output_name,
         classes=classes,

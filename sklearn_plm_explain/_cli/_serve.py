@@ -25,9 +25,7 @@ def build_service_app(args):
     names, X = _read_csv(args.data, header=not args.no_header)
     if model is None:
         # The budget is each request's (the service's), not the process's.
-        budget, args.max_queries = args.max_queries, None
-        model = _remote_model(args, names)
-        args.max_queries = budget
+        model = _remote_model(args, names, budget=False)
     X, names = _as_model_input(model, names, X)
     _check_columns(model, names, X)
     explainer = _make_explainer(model, args, names)
