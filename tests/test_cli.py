@@ -125,7 +125,9 @@ def test_openapi_to_csv_with_the_console_script(files, tmp_path):
 
 def test_the_rows_do_not_depend_on_the_chunk_size(files, tmp_path):
     # The command writes the rows of one explain_chunked call: a row's draws
-    # come from its own values, whatever the chunk it is in.
+    # come from its own values, whatever the chunk it is in; rows share
+    # certified regions within their chunk only, so the values agree within
+    # 2 rtol (a row may reuse another row's model instead of fitting its own).
     X = np.loadtxt(files / "rows.csv", delimiter=",", skiprows=1)
     outs = []
     for size in (5, 100):
@@ -134,22 +136,22 @@ def test_the_rows_do_not_depend_on_the_chunk_size(files, tmp_path):
                 files / "rows.csv", "--chunk-size", size, "--out", out]  # fmt: skip
         assert main(list(map(str, args))) == 0
         outs.append(_read_rows(out))
-    for field in ("status", "n_queries", "radius"):
-        assert [r[field] for r in outs[0]] == [r[field] for r in outs[1]]
-    # A row's bound comes from its random cubes' residuals: other draws
-    # give other bounds.
-    bounds = [[float(r["error_bound"]) for r in out] for out in outs]
-    np.testing.assert_allclose(bounds[0], bounds[1], rtol=1e-6)
+    assert [r["status"] for r in outs[0]] == [r["status"] for r in outs[1]]
+    small, whole = (
+        np.array([[float(r[h]) for h in HEADER] for r in out]) for out in outs
+    )
+    diff = np.abs(small - whole).sum(axis=1)
+    assert np.all(diff <= 2 * 1e-8 * np.abs(whole).sum(axis=1))
     # And they are the library's rows of one call (the slopes up to the last
     # bits the model's arithmetic moves with the size of its batches).
     from sklearn_plm_explain import OpenAPIExplainer
 
     model = joblib.load(files / "mlp.joblib")
     e = OpenAPIExplainer(model, random_state=0).fit(X).explain(X)
-    values = np.array([[float(r[h]) for h in HEADER] for r in outs[0]])
-    np.testing.assert_allclose(values, e.values, rtol=1e-9, atol=1e-12)
-    assert [r["n_queries"] for r in outs[0]] == [str(q) for q in e.n_queries]
-    np.testing.assert_allclose(bounds[0], e.error_bound, rtol=1e-6)
+    np.testing.assert_allclose(whole, e.values, rtol=1e-9, atol=1e-12)
+    assert [r["n_queries"] for r in outs[1]] == [str(q) for q in e.n_queries]
+    bounds = [float(r["error_bound"]) for r in outs[1]]
+    np.testing.assert_allclose(bounds, e.error_bound, rtol=1e-6)
 
 
 def test_csv_rows_are_written_as_their_chunk_finishes(files, tmp_path, capsys):

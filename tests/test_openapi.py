@@ -425,6 +425,8 @@ def test_failing_parallel_chunk_leaves_a_full_partial(iris_model, monkeypatch):
 
     from joblib import parallel_config
 
+    from sklearn_plm_explain._openapi import _groups
+
     _, X = iris_model
     rng = np.random.default_rng(0)
     A, B = rng.normal(size=(4, 3)), rng.normal(size=(4, 3))
@@ -450,6 +452,8 @@ def test_failing_parallel_chunk_leaves_a_full_partial(iris_model, monkeypatch):
 
     explainer = OpenAPIExplainer(kinked, n_jobs=2, random_state=0).fit(X)
     put = ResultTable.put
+    # Groups of 4 rows: two slices, one per job.
+    monkeypatch.setattr(_groups, "GROUP_ROWS", 4)
 
     def signalling(table, part):
         put(table, part)
@@ -487,11 +491,14 @@ def test_parallel_slices_hold_whole_groups():
     assert slices[0].start == 0 and slices[-1].stop == 300
     assert all(a.stop == b.start for a, b in zip(slices, slices[1:]))
     assert 12 <= len(slices) <= 17
-    # Groups larger than a job's share: slices of at least 16 rows, or halves.
+    # Groups larger than a job's share are not split: a group is the set of
+    # rows that share regions, the same for any number of jobs.
     assert task_slices(0, 1000, 400, 2) == [
-        slice(a, min(a + 63, 1000)) for a in range(0, 1000, 63)
+        slice(0, 400),
+        slice(400, 800),
+        slice(800, 1000),
     ]
-    assert task_slices(0, 20, 400, 2) == [slice(0, 10), slice(10, 20)]
+    assert task_slices(0, 20, 400, 2) == [slice(0, 20)]
 
 
 # -- determinism and batching -----------------------------------------------------
@@ -545,12 +552,17 @@ def test_results_do_not_depend_on_runs_jobs_or_batches():
         np.testing.assert_array_equal(ref.coef, other.coef)
         np.testing.assert_array_equal(ref.status, other.status)
         np.testing.assert_array_equal(ref.n_queries, other.n_queries)
-    # Rows sharing certified models (the default): two runs are identical;
-    # other batchings give the same statuses and values within 2 rtol (a row
-    # may reuse another row's certified model instead of fitting its own).
+    # Rows sharing certified models (the default): two runs, and runs with
+    # more jobs, are identical; other batchings give the same statuses and
+    # values within 2 rtol (a row may reuse another row's certified model
+    # instead of fitting its own).
     shared = run(rows, reuse=True)
     np.testing.assert_array_equal(shared.coef, run(rows, reuse=True).coef)
-    for other in (run(rows, reuse=True, n_jobs=2), run(rows[::-1], reuse=True)[::-1]):
+    np.testing.assert_array_equal(shared.coef, run(rows, reuse=True, n_jobs=2).coef)
+    for other in (
+        Explanation.concat([run(rows[:7], reuse=True), run(rows[7:], reuse=True)]),
+        run(rows[::-1], reuse=True)[::-1],
+    ):
         np.testing.assert_array_equal(other.status, shared.status)
         diff = np.abs(other.values - shared.values).sum(1)[shared.converged]
         assert np.all(diff <= 2 * RTOL * np.abs(shared.values).sum(1)[shared.converged])
@@ -575,17 +587,19 @@ def test_model_calls_bounded_by_attempts_not_rows(counting):
     X = StandardScaler().fit_transform(X)
     mlp = MLPClassifier((16,), max_iter=500, random_state=0).fit(X, y)
     fn = counting(mlp.predict_proba)
-    explainer = OpenAPIExplainer(fn, random_state=0).fit(X)
+    explainer = OpenAPIExplainer(fn, random_state=0, reuse_regions=False).fit(X)
     fn.calls = fn.rows = 0
     e = _quiet_explain(explainer, X[:100])
     # One call for the rows themselves, one per round of attempts.
     assert fn.calls <= 1 + e.n_iter.max()
     assert fn.rows == e.n_queries.sum()
-    # With region reuse rows start in waves: a constant number more rounds.
-    fn.calls = 0
+    # With region reuse (the default) rows start in waves that double, from
+    # one row: at most log2(GROUP_ROWS) + 1 more rounds.
+    fn.calls = fn.rows = 0
     explainer.set_params(reuse_regions=True)
     e = _quiet_explain(explainer, X[:100])
-    assert fn.calls <= 1 + e.n_iter.max() + 6
+    assert fn.calls <= 1 + e.n_iter.max() + 8
+    assert fn.rows == e.n_queries.sum()
 
 
 def test_batch_size_splits_calls(iris_model, counting):
@@ -669,7 +683,7 @@ def _lmt_with_a_flagged_row():
 
 def test_return_queries_gives_the_certified_cube(iris_model):
     model, X = iris_model
-    explainer = OpenAPIExplainer(model, random_state=0).fit(X)
+    explainer = OpenAPIExplainer(model, random_state=0, reuse_regions=False).fit(X)
     plain = explainer.explain(X[:8])
     e = explainer.explain(X[:8], return_queries=True)
     # Recording changes nothing else.

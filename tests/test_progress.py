@@ -32,28 +32,35 @@ def test_progress_reports_every_row_once(iris_model, record_bars):
     bars = record_bars()
     # A working memory this small explains the rows a few at a time.
     with config_context(working_memory=1e-3):
-        explainer = OpenAPIExplainer(model, random_state=0, verbose=1).fit(X)
+        explainer = OpenAPIExplainer(
+            model, random_state=0, verbose=1, reuse_regions=False
+        ).fit(X)
         e = explainer.explain(X[:23])
     (bar,) = bars
     assert bar.total == 23 and bar.verbose == 1 and bar.closed
     assert sum(bar.updates) == bar.n == 23
     # Grouping does not change any row's explanation (up to the last bits a
     # model's own batched arithmetic moves with the batch's size).
-    alone = OpenAPIExplainer(model, random_state=0, batch_size=None).fit(X)
+    alone = OpenAPIExplainer(
+        model, random_state=0, batch_size=None, reuse_regions=False
+    ).fit(X)
     reference = alone.explain(X[:23])
     np.testing.assert_array_equal(e.status, reference.status)
     np.testing.assert_allclose(e.values, reference.values, rtol=1e-12, atol=0)
 
 
 def test_rows_go_in_groups_that_fit_the_working_memory(iris_model):
+    from sklearn_plm_explain._openapi._groups import GROUP_ROWS
+
     X, model = iris_model
     explainer = OpenAPIExplainer(model).fit(X)
     with config_context(working_memory=1e-3):
         small = explainer._rows_per_group(4)
     with config_context(working_memory=1024):
         large = explainer._rows_per_group(4)
+    # At most GROUP_ROWS rows, the rows that share regions whatever n_jobs.
     assert small == 1
-    assert large > 1000
+    assert large == GROUP_ROWS
     assert OpenAPIExplainer(model, batch_size=7).fit(X)._rows_per_group(4) > 10**9
 
 
@@ -110,7 +117,9 @@ def test_learned_first_radius_saves_queries_where_regions_are_small():
 # -- explain_chunked: rows a chunk at a time, results not kept -------------------------
 def _explainers(model):
     return {
-        "openapi": OpenAPIExplainer(model, random_state=0),
+        # Rows of one chunk share regions with reuse_regions: off, so that
+        # chunks are the rows of one call.
+        "openapi": OpenAPIExplainer(model, random_state=0, reuse_regions=False),
         "lime": LimeTabularExplainer(model, num_samples=300, random_state=0),
         "slime": StableLIMEExplainer(model, num_samples=200, n_max=400, random_state=0),
     }
@@ -315,6 +324,7 @@ def test_warnings_point_at_the_callers_line(iris_model, method, params, chunked)
 @pytest.mark.parametrize("method", ["openapi", "lime"])
 def test_chunks_share_one_set_of_workers(iris_model, method, monkeypatch):
     X, model = iris_model
+    from sklearn_plm_explain._openapi import _groups
     from sklearn_plm_explain._utils import _parallel
 
     started = []
@@ -325,6 +335,8 @@ def test_chunks_share_one_set_of_workers(iris_model, method, monkeypatch):
             super().__init__(*args, **kwargs)
 
     monkeypatch.setattr(_parallel, "Parallel", Counted)
+    # Groups of 4 rows: two slices of a chunk of 8 for the two jobs.
+    monkeypatch.setattr(_groups, "GROUP_ROWS", 4)
     explainer = _explainers(model)[method].set_params(n_jobs=2).fit(X)
     alone = _explainers(model)[method].fit(X).explain(X[::5])
     with parallel_config(backend="threading"):

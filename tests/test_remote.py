@@ -86,7 +86,8 @@ class Recording(RemoteModel):
 
 def _explainers(estimator):
     return {
-        "openapi": OpenAPIExplainer(estimator, random_state=0),
+        # Without region reuse, whose rows share models within their batch.
+        "openapi": OpenAPIExplainer(estimator, random_state=0, reuse_regions=False),
         "lime": LimeTabularExplainer(estimator, num_samples=120, random_state=0),
         "slime": StableLIMEExplainer(
             estimator, num_samples=60, n_max=240, random_state=0

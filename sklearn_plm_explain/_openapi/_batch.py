@@ -66,14 +66,42 @@ class RowRangeMixin:
         args = (X, target_idx, seed, frame, config)
         with workspace_scope():
             try:
+                done, library = self._first_group(table, args, group, bar)
                 fill_in_groups(
-                    table, self._explain_rows, args, self.n_jobs, group, bar, pool
+                    table,
+                    self._explain_rows,
+                    (*args, library),
+                    self.n_jobs,
+                    group,
+                    bar,
+                    pool,
+                    first=done,
                 )
             except ModelResponseError as err:
                 if isinstance(err.partial, ResultTable):
                     err.partial = self._assemble(err.partial, X[start:stop])
                 raise
         return self._assemble(table, X[start:stop])
+
+    def _first_group(self, table, args, group, bar):
+        """With region reuse, explain the first group of ``table``'s rows on
+        its own: its certified models seed every other group's, so that
+        rows of the whole batch share regions while groups, the same whatever
+        ``n_jobs``, run in parallel. Returns the rows done and the models."""
+        config, start = args[-1], table.offset
+        if not config.reuse_regions or len(table) <= group:
+            return 0, None
+        first = slice(start, start + group)
+        try:
+            part, library = self._explain_rows(first, *args, library="keep")
+        except ModelResponseError as err:
+            if isinstance(err.partial, ResultTable):
+                table.put(err.partial)
+            err.partial = table
+            raise
+        table.put(part)
+        bar.update(len(part))
+        return group, library
 
     def _rows_per_group(self, d):
         """Rows a job explains at once: all of them unless ``batch_size="auto"``."""
@@ -119,12 +147,20 @@ class RowRangeMixin:
             return_queries=bool(return_queries),
         )
 
-    def _explain_rows(self, rows, X, target, seed, frame, config):
+    def _explain_rows(self, rows, X, target, seed, frame, config, library=None):
         """The result table of the rows ``rows`` (a slice) of the batch, a
-        group of rows at a time (see ``batch_size``)."""
+        group of rows at a time (see ``batch_size``); ``library`` as in
+        :func:`~sklearn_plm_explain._openapi._search.search_in_groups`."""
         per_group = self._rows_per_group(X.shape[1])
         return search_in_groups(
-            config, lambda: self._black_box(frame), X, target, seed, rows, per_group
+            config,
+            lambda: self._black_box(frame),
+            X,
+            target,
+            seed,
+            rows,
+            per_group,
+            library,
         )
 
     def _blank(self, start, stop, queries=False):

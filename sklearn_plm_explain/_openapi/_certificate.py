@@ -161,7 +161,10 @@ class CubeJudge:
             | unnormalised
             | (pinned & float64 & ~state.sharp[rows])
         )
-        done = self._certified_at_first(cubes, fits, searches, plain & float64)
+        # The models certified exact here, offered to the other rows in row
+        # order whichever path certified them.
+        offers = {}
+        done = self._certified_at_first(cubes, fits, searches, plain & float64, offers)
         for j, i in enumerate(rows):
             if done[j]:
                 continue
@@ -173,8 +176,9 @@ class CubeJudge:
                 # Pinned responses carry no slope: no estimate from this cube.
                 state.record_saturated(i)
                 del searches[i]
-            elif self._attempt_ends_search(cubes, fits, j, search, kinds):
+            elif self._attempt_ends_search(cubes, fits, j, search, kinds, offers):
                 del searches[i]
+        self._offer(offers)
 
     def _fit(self, cubes, searches):
         """Local models of the cubes, and their error bounds."""
@@ -280,10 +284,11 @@ class CubeJudge:
             wc[g] = np.where(finite[:, None], part, np.inf)
         return stat, wc
 
-    def _attempt_ends_search(self, cubes, fits, j, search, kinds):
+    def _attempt_ends_search(self, cubes, fits, j, search, kinds, offers):
         """Record the ``j``-th cube as an attempt of its row; whether the
         row's search is over (certified, or out of radii). ``kinds``: the
-        cubes' noise-model kinds (:class:`_Kinds`)."""
+        cubes' noise-model kinds (:class:`_Kinds`); ``offers``: the models
+        certified so far in this round (see :meth:`_offer`)."""
         state, i = self.state, cubes.rows[j]
         float64 = bool(kinds.float64[j])
         search.coarse = bool(kinds.coarse[j])
@@ -325,7 +330,7 @@ class CubeJudge:
             self.finish(i, search)
             return True
         if fits.rel[j] <= self.config.rtol and consistent and inside:
-            self._certified(fits, j, i, search.radius, float64)
+            self._certified(fits, j, i, search.radius, float64, offers)
             return True
         nxt = None
         if state.result.n_iter[i] < self.config.max_iter:
@@ -336,7 +341,7 @@ class CubeJudge:
         search.radius = nxt
         return False
 
-    def _certified_at_first(self, cubes, fits, searches, candidates):
+    def _certified_at_first(self, cubes, fits, searches, candidates, offers):
         """Certify together the rows whose first attempt is this cube and
         certifies them; which ones (n,). ``candidates`` (n,) marks the float64
         cubes that reach the residual test.
@@ -344,11 +349,11 @@ class CubeJudge:
         What :meth:`_attempt_ends_search` records of such a row one by one,
         for most rows of a float64 model, in a few array operations: its
         estimate, bound, radius and status, and the attempt counted (its
-        search and candidates end with it). Rows whose queries or certified
-        models are kept take the one-by-one path.
+        search and candidates end with it), and its model offered to the other
+        rows. Rows whose queries are kept take the one-by-one path.
         """
         state, rows = self.state, cubes.rows
-        if state.queries is not None or state.library is not None:
+        if state.queries is not None:
             return np.zeros(rows.size, dtype=bool)
         first = np.array([not searches[i].history for i in rows], dtype=bool)
         ok = candidates & first & (fits.rel <= self.config.rtol)
@@ -361,21 +366,34 @@ class CubeJudge:
             )
             for k in i:
                 del searches[k]
+            for k, j, r in zip(i, g, radius):
+                offers[k] = (fits, j, r)
         return ok
 
-    def _certified(self, fits, j, i, radius, float64):
+    def _certified(self, fits, j, i, radius, float64, offers):
         """Row ``i`` is exact on its cube (the ``j``-th): record it, and offer
-        its model to the other rows."""
+        its model to the other rows (float64 rows only)."""
         state = self.state
         slope, intercept, rel = fits.slope[j], fits.intercept[j], fits.rel[j]
         state.record_exact(i, slope, intercept, rel, radius)
         state.keep_queries(i, state.cubes[i][0])
-        if state.library is not None and float64:
+        if float64:
+            offers[i] = (fits, j, radius)
+
+    def _offer(self, offers):
+        """Add the models certified in a round to the library, in row order:
+        the rows that wait for one then match the same model whether their
+        owners were certified together or one by one."""
+        state = self.state
+        if state.library is None:
+            return
+        for i in sorted(offers):
+            fits, j, radius = offers[i]
             state.library.add(
                 state.X[i],
-                slope,
-                intercept,
-                rel,
+                fits.slope[j],
+                fits.intercept[j],
+                fits.rel[j],
                 state.offset + i,
                 radius,
                 fits.sigma[j] * fits.se_x[j],

@@ -116,18 +116,22 @@ class OpenAPIExplainer(
         Per-feature unit of the sampling cube. ``"std"`` uses the standard
         deviation of ``X`` in :meth:`fit`; constant features get the median of
         the other scales.
-    reuse_regions : bool, default=False
-        Let a row reuse a local model certified exact for another row of the
-        batch when its own response agrees with that model and so do its
-        responses at fresh antithetic pairs of points around it, judged by
-        the certificate's residual test: a few queries instead of a new fit.
-        A row on a region boundary has one point of a pair beyond it, so it
-        is never waved through. Only rows with deterministic float64
-        responses reuse; ``reused_from`` names the row whose model was
-        reused (-1 for rows fitted themselves). Off by default: a reused
-        model is bitwise another row's, so results then depend (within
-        ``2 * rtol``) on which rows share a group; turn it on for models with
-        few, large regions such as trees.
+    reuse_regions : bool, default=True
+        Let a row reuse a local model certified exact for another row of its
+        group (a block of at most 128 consecutive rows of the batch, the same
+        whatever ``n_jobs``) when its own response agrees with that model and
+        so do its responses at fresh antithetic pairs of points around it,
+        judged by the certificate's residual test: a few queries instead of a
+        new fit. A row on a region boundary has one point of a pair beyond
+        it, so it is never waved through. Only rows with deterministic
+        float64 responses reuse; ``reused_from`` names the row whose model
+        was reused (-1 for rows fitted themselves). A reused model is bitwise
+        another row's, so a row's values then depend (within ``2 * rtol``)
+        on the rows before it in its group, never on ``n_jobs``. Models with
+        few, large regions (trees) save most of their queries; on networks,
+        whose rows rarely share a region, the rows of a group start at once
+        after eight certified models matched none of them. ``False`` makes
+        every row's queries and fit its own.
     batch_size : int, "auto" or None, default="auto"
         How rows are grouped. ``"auto"`` explains them a group at a time, so
         that memory does not grow with the number of rows: a group's
@@ -145,8 +149,9 @@ class OpenAPIExplainer(
         Show a progress bar of the rows explained on stderr when positive.
     random_state : int, RandomState instance or None, default=None
         Seeds the sampling. Each row draws from its own generator derived from
-        this seed and the row's values, so results do not depend on ``n_jobs``
-        or on the other rows of the batch.
+        this seed and the row's values, so results do not depend on
+        ``n_jobs``, nor, with ``reuse_regions=False``, on the other rows of
+        the batch.
     response_precision : {"auto", "float64", "float32"} or float, default="auto"
         Precision of the model's responses, which sets the noise model of the
         certificate. ``"auto"`` reads it, row by row, from the responses:
@@ -267,7 +272,7 @@ class OpenAPIExplainer(
         rtol=1e-8,
         max_iter=20,
         scale="std",
-        reuse_regions=False,
+        reuse_regions=True,
         batch_size="auto",
         n_jobs=None,
         verbose=0,

@@ -32,6 +32,14 @@ _MIN_GROUP_ROWS = 8
 _MAX_ARRAY_BYTES = 64 * 2**20
 
 
+# ... and at most this many rows: a group is also the set of rows that share
+# certified regions (see ``reuse_regions``), which must not depend on how the
+# rows are split across jobs. Groups of this size keep both jobs of a
+# 2-core machine busy on a batch of a few hundred rows, and hold enough rows
+# for a tree's leaves to be reused.
+GROUP_ROWS = 128
+
+
 # With several jobs, rows go to the workers in about this many slices per job,
 # of at least this many rows (see task_slices).
 _TASKS_PER_JOB = 8
@@ -73,7 +81,7 @@ def rows_per_group(d, n_witnesses, n_outputs):
     per_row = 4 * cube + 8 * d * (n_outputs + 2)
     budget = get_config()["working_memory"] * 2**20
     rows = max(_ARRAY_BYTES // cube, min(_MIN_GROUP_ROWS, _MAX_ARRAY_BYTES // cube))
-    return int(max(1, min(budget // per_row, rows)))
+    return int(max(1, min(budget // per_row, rows, GROUP_ROWS)))
 
 
 @contextmanager
@@ -96,21 +104,19 @@ def task_slices(start, stop, group, jobs):
     With one job, a group at a time. With more, about ``_TASKS_PER_JOB``
     slices per job, so that a slice of costly rows holds up one worker for a
     while rather than the call, and none under ``_MIN_TASK_ROWS`` rows, whose
-    sending would cost more than their search. A slice longer than a group
-    holds whole groups, so that rows are searched with the same neighbours as
-    with one job.
+    sending would cost more than their search. Every slice holds whole
+    groups, so that rows are searched with the same neighbours as with one
+    job (the results do not depend on ``jobs``).
     """
     n = stop - start
-    if jobs <= 1:
-        size = group
-    else:
+    size = group
+    if jobs > 1:
         size = max(-(-n // (jobs * _TASKS_PER_JOB)), min(_MIN_TASK_ROWS, -(-n // jobs)))
-        if size > group:
-            size = group * -(-size // group)
+        size = group * -(-size // group)
     return [slice(a, min(a + size, stop)) for a in range(start, stop, size)]
 
 
-def fill_in_groups(table, worker, args, n_jobs, group, bar, pool=None):
+def fill_in_groups(table, worker, args, n_jobs, group, bar, pool=None, first=0):
     """Fill ``table`` in place from ``worker`` over slices of its rows.
 
     ``worker(rows, *args)`` gives the result table of a slice of rows (see
@@ -121,8 +127,9 @@ def fill_in_groups(table, worker, args, n_jobs, group, bar, pool=None):
     the slices that other workers were still running are lost with the call
     that raised, and the rest are not run. ``pool``: the workers of
     :func:`~sklearn_plm_explain._utils._parallel.worker_pool`, or None.
+    The ``first`` rows are filled in already.
     """
-    start, stop = table.offset, table.offset + len(table)
+    start, stop = table.offset + first, table.offset + len(table)
     slices = task_slices(start, stop, group, effective_n_jobs(n_jobs))
     try:
         for part in map_row_slices(worker, slices, n_jobs, *args, pool=pool):

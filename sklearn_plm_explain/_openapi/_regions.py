@@ -42,6 +42,13 @@ class RegionLibrary:
     def __len__(self):
         return len(self._x)
 
+    def copy(self):
+        """A library of the same models, to which models can be added apart."""
+        other = RegionLibrary(self.centre)
+        for name in ("_radius", "_se", "_x", "_slope", "_intercept", "_rel", "owner"):
+            setattr(other, name, list(getattr(self, name)))
+        return other
+
     def add(self, x, slope, intercept, rel, owner, radius, se):
         """Record a certified model, its radius and its slopes' standard errors
         (absolute, per input feature)."""
@@ -131,7 +138,8 @@ class RegionLibrary:
         step = X - x0[:, None, :]
         predicted = np.einsum("npd,ndk->npk", step, S)
         observed = self._centred(L) - self._centred(L0)[:, None, :]
-        spread = np.sqrt(np.einsum("npd,nd->np", step**2, se**2))
+        # Products first: a step of 1e160 input units squared overflows.
+        spread = np.linalg.norm(step * se[:, None, :], axis=2)
         noise = np.sqrt(tau**2 + tau0[:, None] ** 2 + spread**2)
         tol = EXCESS_FACTOR * noise[:, :, None]
         return np.all(np.abs(predicted - observed) <= tol, axis=(1, 2))

@@ -37,13 +37,31 @@ _SMALLEST_NORMAL = np.finfo(np.float64).tiny
 _MIN_RELATIVE_SCALE = 0.1
 # With region reuse, the first wave of rows searched is this fraction of the
 # batch; waves then double, so the number of rounds grows by a constant.
-_FIRST_WAVE = 32
+_FIRST_WAVE = 128
+# ... until at least this many certified models have matched fewer than one
+# waiting row per _MODELS_PER_MATCH of them: the rows then rarely share
+# regions (a network's rarely do), and the rest start at once rather than
+# wave after wave (a model call each).
+_IDLE_MODELS = 8
+_MODELS_PER_MATCH = 4
 
 
-def search_in_groups(config, make_black_box, X, target, seed, rows, per_group):
+def search_in_groups(
+    config, make_black_box, X, target, seed, rows, per_group, library=None
+):
     """The result table of ``rows`` (a slice of the batch ``X``), searched a
     group of ``per_group`` rows at a time; on a model failure the error's
-    ``partial`` holds the rows of this slice finished so far."""
+    ``partial`` holds the rows of this slice finished so far.
+
+    With region reuse each group starts from a copy of ``library`` (the
+    models of the batch's first group, see
+    :meth:`~sklearn_plm_explain._openapi._batch.RowRangeMixin._explain_range`),
+    or from an empty one. Returns the table, and with ``library="keep"`` (a
+    single group) the group's library too.
+    """
+    keep = isinstance(library, str)
+    if keep:
+        library = None
     tables = []
     # One workspace for all groups (and, inside a workspace_scope, for the
     # later calls of this thread too): their rounds' points and designs are
@@ -56,8 +74,9 @@ def search_in_groups(config, make_black_box, X, target, seed, rows, per_group):
         for a in range(rows.start, rows.stop, per_group):
             b = min(a + per_group, rows.stop)
             search = LocalModelSearch(config, make_black_box(), workspace)
+            start = None if library is None else library.copy()
             try:
-                tables.append(search.run(X[a:b], target[a:b], seed, offset=a))
+                tables.append(search.run(X[a:b], target[a:b], seed, a, start))
             except ModelResponseError as err:
                 if tables:
                     done = [] if err.partial is None else [err.partial]
@@ -65,7 +84,8 @@ def search_in_groups(config, make_black_box, X, target, seed, rows, per_group):
                 raise
     finally:
         workspace.busy = False
-    return ResultTable.stacked(tables)
+    table = ResultTable.stacked(tables)
+    return (table, search.state.library) if keep else table
 
 
 # Not compared (eq=False): it holds an array, whose == is elementwise.
@@ -140,7 +160,7 @@ class LocalModelSearch(CubePointsMixin):
         self.black_box = black_box
         self.workspace = Workspace() if workspace is None else workspace
 
-    def run(self, X, target, seed, offset=0):
+    def run(self, X, target, seed, offset=0, library=None):
         """Search the rows ``X`` (rows ``offset`` on of the batch).
 
         Parameters
@@ -153,6 +173,9 @@ class LocalModelSearch(CubePointsMixin):
             Base seed of the rows' generators.
         offset : int, default=0
             Position of the first row in the batch.
+        library : RegionLibrary, default=None
+            With region reuse, the models the rows may reuse from the start
+            (the library grows with the rows' own); a new one if None.
 
         Returns
         -------
@@ -171,7 +194,9 @@ class LocalModelSearch(CubePointsMixin):
             self._query_origins(target)
             rngs = row_generators(X, seed)
             if self.config.reuse_regions:
-                state.library = RegionLibrary(centre=self.config.kind != "regression")
+                if library is None:
+                    library = RegionLibrary(centre=self.config.kind != "regression")
+                state.library = library
             self._solve(rngs)
         except ModelResponseError as err:
             err.partial = state.finished()
@@ -209,7 +234,7 @@ class LocalModelSearch(CubePointsMixin):
         release = waiting.size
         if state.library is not None:
             release = max(1, waiting.size // _FIRST_WAVE)
-        checked = 0
+        checked, matched = 0, 0
         while waiting.size or searches:
             match = np.full(waiting.size, -1, dtype=np.intp)
             if state.library is not None and len(state.library) > checked:
@@ -221,6 +246,9 @@ class LocalModelSearch(CubePointsMixin):
                 # (probabilities known only as 1 - p, float32 or rounded
                 # responses) cannot tell regions apart.
                 match[~state.sharp[waiting]] = -1
+                matched += int((match >= 0).sum())
+                if checked >= _IDLE_MODELS and matched * _MODELS_PER_MATCH < checked:
+                    release = waiting.size
             free = waiting[match < 0][:release]
             release *= 2
             self._new_searches(searches, free)
