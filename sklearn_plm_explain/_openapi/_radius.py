@@ -26,6 +26,10 @@ TOP_UP_MARGIN = 1.25
 # A consistent float64 cube whose bound misses rtol by at most this factor
 # gets more points rather than a larger cube (at most 0.7 times its points).
 NEAR_MISS = 1.3
+# From this many features on, a consistent cube a little short of rtol whose
+# top-up would double it is replaced by a fresh cube twice as large (see
+# RadiusSearch._near_miss).
+WIDE = 128
 # The most a larger sample in the same cube can tighten the bound.
 OVERSAMPLE_GAIN = 8.0
 # A row stops before its last cube when that cube's forecast bound needs this
@@ -352,6 +356,13 @@ class RadiusSearch:
             return False
         ratio = last.rel_error / self.rtol
         if not 1.0 < ratio <= NEAR_MISS or self.n_witnesses >= self.n_more:
+            return False
+        m = self.n_features + self.n_witnesses
+        if self.n_features >= WIDE and self._points_for_rtol(m, last.rel_error) > 2 * m:
+            # Wide rows: the points it asks for outnumber a fresh cube's
+            # (twice as large, whose bound halves), and would leave the cube's
+            # design orthogonal no more, whose fit then costs a QR
+            # factorisation of O(m d^2), more than the model's own time.
             return False
         self._add_points(last.rel_error)
         return True
