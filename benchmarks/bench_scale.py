@@ -110,7 +110,8 @@ from sklearn_plm_explain import (
 )
 
 SECTIONS = ("data", "widths", "memory", "jobs", "side", "floor", "slime", "radii")
-DEFAULT_ROWS = {64: 200, 256: 200, 784: 50, 2048: 5}
+# The digits test split whole; at d = 784 a 40-row call (the own-time target).
+DEFAULT_ROWS = {64: 360, 256: 200, 784: 40, 2048: 10}
 QUICK = {
     "rows": {64: 20, 256: 10, 784: 3, 2048: 1},
     "memory_rows": [100, 300],
@@ -277,19 +278,19 @@ def section_widths(cases, widths, rows, kwargs, checks):
         out.append(row)
         checks.append(
             (
-                f"d = {d}: queries/(d+2) per row <= 1.15 (mean), 0 wrong",
+                f"d = {d}: queries/(d+2) per row <= 1.10 (mean), 0 wrong",
                 f"mean {row['queries/(d+2) mean']:.3f} (max "
                 f"{row['queries/(d+2) max']:.3f}), {row['wrong']} wrong",
-                row["queries/(d+2) mean"] <= 1.15 and row["wrong"] == 0,
+                row["queries/(d+2) mean"] <= 1.10 and row["wrong"] == 0,
             )
         )
         if d == 784:
             checks.append(
                 (
-                    "d = 784: own time <= the model's time",
+                    f"d = 784: own time <= 0.7 x the model's on a {n}-row call",
                     f"{row['own / model']:.2f} x the model's (first call), "
                     f"{row['own / model, again']:.2f} x (the same rows again)",
-                    row["own / model"] <= 1,
+                    row["own / model"] <= 0.7,
                 )
             )
     print(table(list(out[0]), [[fmt(v) for v in r.values()] for r in out]))
@@ -574,9 +575,9 @@ def section_jobs(case, n_rows, kwargs, checks):
     checks.append(
         (
             f"d = {X.shape[1]}: n_jobs=2 >= 1.7 x the throughput of n_jobs=1, "
-            "same statuses",
-            f"{speedup:.2f} x, statuses identical: {identical}",
-            speedup >= 1.7 and identical,
+            "every field bitwise identical",
+            f"{speedup:.2f} x, fields not identical: {', '.join(differ) or 'none'}",
+            speedup >= 1.7 and not differ,
         )
     )
 
@@ -990,7 +991,7 @@ def parse_args(argv=None):
     parser.add_argument("--quick", action="store_true", help="smoke run, ~2 minutes")
     parser.add_argument("--widths", nargs="+", type=int, default=[64, 256, 784, 2048])
     parser.add_argument(
-        "--rows", nargs="+", type=int, help="rows per width (default 200 200 50 5)"
+        "--rows", nargs="+", type=int, help="rows per width (default 360 200 40 10)"
     )
     parser.add_argument("--memory-rows", nargs=2, type=int, default=[1000, 20000])
     parser.add_argument("--memory-cap-gb", type=float, default=8.0)

@@ -11,7 +11,7 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.neural_network import MLPClassifier
 
 from sklearn_plm_explain import OpenAPIExplainer, decision_features, local_linear_model
-from sklearn_plm_explain._openapi._radius import Attempt, RadiusSearch
+from sklearn_plm_explain._openapi._radius import WIDE, Attempt, RadiusSearch
 from sklearn_plm_explain.utils._served import random_binary_mlp
 
 RTOL = 1e-8
@@ -408,3 +408,27 @@ def test_a_weak_boundary_just_behind_the_row_can_slip_through():
     # the default first radius); this one does.
     e, err = _explain_one(mlp, X, x, 0)
     assert not e.converged[0] or err <= RTOL, (e.status[0], err)
+
+
+@pytest.mark.parametrize("d", [64, 784])
+def test_a_near_miss_tops_up_narrow_cubes_and_grows_wide_ones(d):
+    # A consistent float64 cube at 1.15 rtol: 1.25 * 1.15 = 1.44 times its
+    # bound, about twice its points. Narrow rows add them to the cube; wide
+    # rows, whose added points would leave the orthogonal design (a QR of
+    # O(m d^2) per row, more than the model's own time), draw a fresh cube
+    # twice as large instead, as many points and half the bound.
+    search = RadiusSearch(
+        radius=8e-5,
+        min_radius=1e-9,
+        max_radius=1.0,
+        rtol=1e-8,
+        n_features=d,
+        n_witnesses=5,
+        n_more=4 * (d + 1),
+    )
+    search.record(Attempt(8e-5, np.array([0.1]), 1.15e-8, False, dof=5))
+    nxt = search.next_radius()
+    if d < WIDE:
+        assert nxt == 8e-5 and search.keep and search.n_new > d
+    else:
+        assert nxt >= 1.6e-4 and not search.keep and search.n_new == d + 5
