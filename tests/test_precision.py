@@ -851,18 +851,11 @@ def test_identical_responses_are_flat_only_where_they_mean_it():
         np.testing.assert_array_equal(e.status, [status] * 3)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="known limit (user guide, 'What it does not see'): a first-layer "
-    "kink inside the certified cube whose residuals stay below float32 noise "
-    "biases the slopes beyond the bound; seen on ordinary networks at d = 64 "
-    "in 3 of 487 certified rows (error 1.005 to 1.8 times the bound)",
-)
 def test_a_kink_hidden_in_float32_noise_on_an_ordinary_network():
     # A trained network, not one built for the purpose: the row's certified
     # cube (radius 5e-6) holds one first-layer kink, which float32 rounding
-    # of the probabilities hides; the error is 1.8 times the bound.
+    # of the probabilities hides; its error was 1.8 times a bound that
+    # covered only the noise (see hinge_bias_abs).
     from sklearn.datasets import make_classification
 
     X, y = make_classification(
