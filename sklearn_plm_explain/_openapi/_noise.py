@@ -309,6 +309,10 @@ class NoiseModel:
             # A power of two divides exactly; an integer is its own floor.
             t = Pb / grid[:, None, None]
             on_grid = (Pb > 0) & (Pb < small_p) & (np.floor(t) == t)
+            # As in float64 (see whole_class): ONNX Runtime's small p1 errs by
+            # an absolute amount at every point but lies on the grid of 1 - p
+            # only at some; marked alone, the rest are fitted as precise.
+            on_grid = whole_class(on_grid, Pb, small_p)
             safe = np.where(on_grid, Pb, 1.0)
             absolute = np.where(on_grid, 0.5 * eps[:, :, None] / safe, 0.0)
             tau = tau + absolute.max(axis=2)
