@@ -851,18 +851,11 @@ def test_identical_responses_are_flat_only_where_they_mean_it():
         np.testing.assert_array_equal(e.status, [status] * 3)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="known limit (user guide, 'What it does not see'): a first-layer "
-    "kink inside the certified cube whose residuals stay below float32 noise "
-    "biases the slopes beyond the bound; seen on ordinary networks at d = 64 "
-    "in 3 of 487 certified rows (error 1.005 to 1.8 times the bound)",
-)
 def test_a_kink_hidden_in_float32_noise_on_an_ordinary_network():
     # A trained network, not one built for the purpose: the row's certified
     # cube (radius 5e-6) holds one first-layer kink, which float32 rounding
-    # of the probabilities hides; the error is 1.8 times the bound.
+    # of the probabilities hides; its error was 1.8 times a bound that
+    # covered only the noise (see hinge_bias_abs).
     from sklearn.datasets import make_classification
 
     X, y = make_classification(
@@ -944,3 +937,49 @@ def test_a_float32_whose_shortest_decimal_reads_as_a_midpoint_is_recognised():
         [float(str(a)) == m or float(str(b)) == m for a, b, m in zip(lo, hi, mid)]
     )
     np.testing.assert_array_equal(float32_shortest(mid), written)
+
+
+def test_the_hinge_bias_bound_covers_a_kink_in_the_search_designs():
+    # A noiseless hinge across the cube, fitted on the search's own designs
+    # (fresh orthogonal cubes and cubes grown by normal points, steps of
+    # mixed scales): the slope's L1 bias at the row stays within the bound
+    # drawn from the residuals' upper confidence level (its constant is a
+    # 99.9 % quantile of the Euclidean bias in the designs' own units; the
+    # L1 norm over mixed steps leaves it slack, here up to 0.57 of it).
+    from sklearn_plm_explain._openapi._design import design
+    from sklearn_plm_explain._openapi._noise import hinge_bias_abs, noise_inflation
+
+    rng = np.random.default_rng(0)
+    ratios = []
+    for d, fresh, grown in [(8, 14, 0), (8, 14, 36), (30, 36, 0), (30, 36, 124)]:
+        for _ in range(30):
+            U = design(rng, fresh, d, True)
+            if grown:
+                U = np.vstack([U, design(rng, grown, d, False)])
+            U = np.vstack([np.zeros(d), U])
+            step = 10.0 ** rng.uniform(-2, 1, d)
+            A = np.column_stack([np.ones(len(U)), U])
+            pinv = np.linalg.pinv(A)
+            dof = len(U) - d - 1
+            se_x = np.sqrt(np.diag(pinv @ pinv.T)[1:]) / step
+            for kind in ("dense", "sparse", "axis"):
+                g = rng.standard_normal(d)
+                if kind == "sparse":
+                    g[rng.permutation(d)[3:]] = 0.0
+                elif kind == "axis":
+                    g = np.eye(d)[rng.integers(d)]
+                g /= np.linalg.norm(g)
+                z = U @ g
+                for a in np.linspace(-1.5, 1.5, 7) * z.std():
+                    h = np.maximum(z - a, 0.0)
+                    coef = pinv @ h
+                    res = h - A @ coef
+                    rho = np.sqrt(res @ res / dof) * noise_inflation(dof)
+                    truth = g if a < 0 else np.zeros(d)
+                    bias = np.abs((coef[1:] - truth) / step).sum()
+                    bound = hinge_bias_abs(np.array([rho]), se_x[None], len(U))[0]
+                    # A kink past every point leaves the fit affine, exact.
+                    ratios.append(bias / bound if bound > 0 else bias)
+    ratios = np.array(ratios)
+    assert ratios.size == 2520
+    assert ratios.max() <= 1.0, ratios.max()

@@ -19,6 +19,7 @@ from sklearn_plm_explain._openapi._fit import BOUND_Z, HEAVY_NOISE, fit_local_mo
 from sklearn_plm_explain._openapi._noise import (
     NoiseModel,
     binary_grid_error,
+    hinge_bias_abs,
     noise_inflation,
     relative,
     statistical_abs,
@@ -210,6 +211,16 @@ class CubeJudge:
         sigma = np.maximum(np.maximum(pooled, 1.0), learned)
         by_estimate = pooled >= np.maximum(1.0, learned)
         stat, wc = self._bound_parts(cubes, tau, se_x, sigma)
+        coarse = model.coarse
+        if coarse.any():
+            # Coarse noise hides a weak kink inside the cube: its bias of the
+            # slope, bounded by the residuals it must hide in, is no noise
+            # that more points average away. Kink and noise share those
+            # residuals (their squares add up to at most the level's), so
+            # the two errors add up to at most their root sum of squares.
+            n_points = dof + se_x.shape[1] + 1
+            bias = hinge_bias_abs(pooled, se_x, n_points)[:, None]
+            stat = np.where(coarse[:, None], np.hypot(stat, bias), stat)
         if model.correlated.any():
             # Rows read call by call: the error a whole cube shares, which
             # no residual shows.
