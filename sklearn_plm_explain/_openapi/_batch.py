@@ -93,7 +93,7 @@ class RowRangeMixin:
             return 0, None
         first = slice(start, start + group)
         try:
-            part, library = self._explain_rows(first, *args, library="keep")
+            part, library = self._explain_rows(first, *args, keep_library=True)
         except ModelResponseError as err:
             if isinstance(err.partial, ResultTable):
                 table.put(err.partial)
@@ -147,9 +147,12 @@ class RowRangeMixin:
             return_queries=bool(return_queries),
         )
 
-    def _explain_rows(self, rows, X, target, seed, frame, config, library=None):
+    def _explain_rows(
+        self, rows, X, target, seed, frame, config, library=None, keep_library=False
+    ):
         """The result table of the rows ``rows`` (a slice) of the batch, a
-        group of rows at a time (see ``batch_size``); ``library`` as in
+        group of rows at a time (see ``batch_size``); ``library`` and
+        ``keep_library`` as in
         :func:`~sklearn_plm_explain._openapi._search.search_in_groups`."""
         per_group = self._rows_per_group(X.shape[1])
         return search_in_groups(
@@ -161,6 +164,7 @@ class RowRangeMixin:
             rows,
             per_group,
             library,
+            keep_library,
         )
 
     def _blank(self, start, stop, queries=False):

@@ -36,7 +36,8 @@ _SMALLEST_NORMAL = np.finfo(np.float64).tiny
 # in input units, which grows as the step shrinks, would rule the L1 bound.
 _MIN_RELATIVE_SCALE = 0.1
 # With region reuse, the first wave of rows searched is this fraction of the
-# batch; waves then double, so the number of rounds grows by a constant.
+# group (one row, for groups of up to 2 * 128 - 1 rows); waves then double,
+# so the number of rounds grows by a constant.
 _FIRST_WAVE = 128
 # ... until at least this many certified models have matched fewer than one
 # waiting row per _MODELS_PER_MATCH of them: the rows then rarely share
@@ -47,7 +48,15 @@ _MODELS_PER_MATCH = 4
 
 
 def search_in_groups(
-    config, make_black_box, X, target, seed, rows, per_group, library=None
+    config,
+    make_black_box,
+    X,
+    target,
+    seed,
+    rows,
+    per_group,
+    library=None,
+    keep_library=False,
 ):
     """The result table of ``rows`` (a slice of the batch ``X``), searched a
     group of ``per_group`` rows at a time; on a model failure the error's
@@ -55,13 +64,10 @@ def search_in_groups(
 
     With region reuse each group starts from a copy of ``library`` (the
     models of the batch's first group, see
-    :meth:`~sklearn_plm_explain._openapi._batch.RowRangeMixin._explain_range`),
-    or from an empty one. Returns the table, and with ``library="keep"`` (a
-    single group) the group's library too.
+    :meth:`~sklearn_plm_explain._openapi._batch.RowRangeMixin._first_group`),
+    or from an empty one. Returns the table, and with ``keep_library`` the
+    last group's library too.
     """
-    keep = isinstance(library, str)
-    if keep:
-        library = None
     tables = []
     # One workspace for all groups (and, inside a workspace_scope, for the
     # later calls of this thread too): their rounds' points and designs are
@@ -85,7 +91,7 @@ def search_in_groups(
     finally:
         workspace.busy = False
     table = ResultTable.stacked(tables)
-    return (table, search.state.library) if keep else table
+    return (table, search.state.library) if keep_library else table
 
 
 # Not compared (eq=False): it holds an array, whose == is elementwise.
