@@ -51,8 +51,11 @@ def test_reuse_matches_per_row_solving_on_a_tree(digits_lmt):
     # A reused model comes from a row in the same leaf.
     leaves = lmt.apply(X)
     np.testing.assert_array_equal(leaves[reused], leaves[shared.reused_from[reused]])
+    # A fit costs d + 7 queries, a reused model 1 + 2 N_PAIRS (its probes
+    # bound its error, see RegionLibrary.confirm): about a third of a fit
+    # here, where pixels are multiples of 1/16 and many sit on a split.
     d = X.shape[1]
-    assert shared.n_queries.mean() <= 0.25 * (d + 2)
+    assert shared.n_queries.mean() <= 0.35 * (d + 2)
     # The row itself and N_PAIRS antithetic pairs of probes (see
     # RegionLibrary.probe_radius): a reused model is confirmed to rtol.
     assert np.all(shared.n_queries[reused] == 1 + 2 * N_PAIRS)
@@ -166,3 +169,39 @@ def test_openapi_on_random_trees_is_exact_or_flagged(seed, n_classes, reuse, met
     # a class probability is floored.
     floored = (lmt.predict_proba(rows) < np.finfo(float).tiny).any(axis=1)
     assert e.converged[~_on_a_split(lmt, rows) & ~floored].mean() >= 0.9
+
+
+def test_a_reused_models_bound_covers_a_region_it_cannot_tell_apart():
+    # Two regions whose slopes differ by 3e-10 (relative): too little for a
+    # row's response or its probes to tell them apart, so rows of one reuse
+    # models of the other. Their bound, from what their probes measured,
+    # must cover that difference (the model's own bound, 1e-10, did not).
+    rng = np.random.default_rng(0)
+    d, C = 6, 3
+    A, c = rng.standard_normal((d, C)), rng.standard_normal(C)
+    n = rng.standard_normal(d)
+    v = rng.standard_normal(C)
+    v *= 3e-10 * np.abs(A).sum() / np.abs(np.outer(n, v)).sum()
+
+    def proba(Z):
+        logits = Z @ A + c + np.maximum(Z @ n, 0.0)[:, None] * v
+        P = np.exp(logits - logits.max(axis=1, keepdims=True))
+        return P / P.sum(axis=1, keepdims=True)
+
+    X = rng.standard_normal((400, d))
+    # Rows of the first region first: the library fills with its models.
+    rows = np.vstack([X[X @ n < -0.5][:40], X[X @ n > 0.5][:80]])
+    e = _explain(proba, X, rows)
+    side = rows @ n > 0
+    slopes = A[None] + side[:, None, None] * np.outer(n, v)[None]
+    centred = slopes - slopes.mean(axis=2, keepdims=True)
+    est = e.coef - e.coef.mean(axis=2, keepdims=True)
+    err = (np.abs(est - centred).sum(axis=1) / np.abs(centred).sum(axis=1)).max(1)
+    reused = e.reused_from >= 0
+    across = reused & (side != side[np.maximum(e.reused_from, 0)])
+    assert across.any() and reused.mean() > 0.5
+    # The owner's bound does not cover such a row: its own does.
+    owner = e.reused_from[across]
+    assert np.all(err[across] > e.error_bound[owner])
+    assert np.all(e.status == "exact")
+    assert np.all(err <= e.error_bound)

@@ -17,7 +17,7 @@ from sklearn_plm_explain._openapi._design import (
     single_block,
 )
 from sklearn_plm_explain._openapi._fit import moderate_steps
-from sklearn_plm_explain._openapi._regions import N_PAIRS
+from sklearn_plm_explain._openapi._regions import N_PAIRS, probe_scale
 
 
 class CubePointsMixin:
@@ -121,5 +121,5 @@ class CubePointsMixin:
             # certified tolerance shows in one of the directions (see
             # ``RegionLibrary.probe_radius``).
             g = rngs[i].standard_normal((N_PAIRS, self.state.d))
-            u = g * confirm[i][1] * self.config.scale
+            u = g * confirm[i][1] * probe_scale(self.config.scale)
             pts[:] = self.state.X[i] + np.concatenate([u, -u])

@@ -3,6 +3,7 @@
 # SPDX-License-Identifier: BSD-3-Clause
 
 import numpy as np
+from scipy import stats
 
 from sklearn_plm_explain._openapi._radius import EXCESS_FACTOR
 
@@ -11,8 +12,24 @@ AGREE_NOISE = 16.0
 # A reused model is confirmed by this many antithetic pairs of probes, in
 # independent random directions, this many times as far from the row as the
 # model's own certified radius.
-N_PAIRS = 2
-PROBE_REACH = 4.0
+N_PAIRS = 4
+PROBE_REACH = 16.0
+# Confidence level of a reused model's bound (see RegionLibrary.confirm): a
+# row's slope error F shows over a probe direction u as F u, normal with
+# variance ||F unit||^2 over the random directions; the sum of the squares
+# of N_PAIRS of them is that times a chi-square with N_PAIRS degrees of
+# freedom, above its lower MISS_LEVEL quantile but with that chance.
+MISS_LEVEL = 1e-3
+_MISS_QUANTILE = float(stats.chi2.ppf(MISS_LEVEL, N_PAIRS))
+
+
+def probe_scale(scale):
+    """Per-feature unit of the probes: the cubes' (``scale``), but at least
+    the median of it. A reused model's bound is led by its slopes' error
+    along the features the probes move least (see :meth:`RegionLibrary.
+    confirm`): a feature nearly constant in ``fit`` would otherwise make it
+    too loose to certify any row."""
+    return np.maximum(scale, np.median(scale))
 
 
 class RegionLibrary:
@@ -109,7 +126,7 @@ class RegionLibrary:
         """
         return PROBE_REACH * np.asarray(self._radius)[models]
 
-    def confirm(self, x0, L0, tau0, X, L, tau, models):
+    def confirm(self, x0, L0, tau0, X, L, tau, models, unit):
         """Whether probes confirm each row's reused model.
 
         Every probe's change of response from the row must follow the model's
@@ -128,10 +145,22 @@ class RegionLibrary:
             The probes of each row, their responses and noise scales.
         models : ndarray of int of shape (n,)
             Library index of the model of each row.
+        unit : ndarray of shape (n, d)
+            Per row, the probes' spread per feature: they are ``x0 + g *
+            unit`` with ``g`` standard normal.
 
         Returns
         -------
         ok : ndarray of bool of shape (n,)
+        rel : ndarray of shape (n,)
+            Bound on the relative L1 error of every column's slope of the
+            reused model at each row, from what its probes measured: the
+            error ``F`` (the model's own and the regions' difference alike)
+            changes the two responses of a pair ``x0 +- u`` by ``+- F u``,
+            so half their difference (within the noise) is ``F u``; over the
+            ``N_PAIRS`` random directions ``||F unit||_2`` is at most their
+            root sum of squares over the lower ``MISS_LEVEL`` quantile of
+            chi-square, and ``|F|_1 <= ||F unit||_2 ||1 / unit||_2``.
         """
         S = np.stack(self._slope)[models]
         se = np.stack(self._se)[models]  # (n, d) absolute, input units
@@ -142,7 +171,27 @@ class RegionLibrary:
         spread = np.linalg.norm(step * se[:, None, :], axis=2)
         noise = np.sqrt(tau**2 + tau0[:, None] ** 2 + spread**2)
         tol = EXCESS_FACTOR * noise[:, :, None]
-        return np.all(np.abs(predicted - observed) <= tol, axis=(1, 2))
+        ok = np.all(np.abs(predicted - observed) <= tol, axis=(1, 2))
+        return ok, self._reuse_bound(observed - predicted, tau, S, unit)
+
+    @staticmethod
+    def _reuse_bound(gap, tau, S, unit):
+        """Bound (n,) on the relative L1 error of the reused slopes ``S``
+        from the gaps (n, p, K) between the probes' responses and the
+        model's predictions, pairs ``x0 + u`` and ``x0 - u`` one after the
+        other (see :meth:`confirm`)."""
+        n, p, K = gap.shape
+        pairs = gap.reshape(n, 2, p // 2, K)
+        # Half the pair's difference is F u, within half the noise of both
+        # (the row's own response, common to both, cancels); a noise scale
+        # bounds a response's rounding (the float64 floor is far above it).
+        noise = 0.5 * tau.reshape(n, 2, p // 2).sum(axis=1)
+        Fu = 0.5 * np.abs(pairs[:, 0] - pairs[:, 1]) + noise[:, :, None]
+        spread = np.sqrt((Fu**2).sum(axis=1) / _MISS_QUANTILE)  # (n, K)
+        norm = np.abs(S).sum(axis=1)  # the centred log-ratios' slopes
+        with np.errstate(divide="ignore", invalid="ignore"):
+            rel = spread * np.linalg.norm(1 / unit, axis=1)[:, None] / norm
+        return np.where(norm > 0, rel, np.inf).max(axis=1)
 
     def first_match(self, X, L, tau, start=0, block=64):
         """Index of the first model from ``start`` on that each row agrees with.

@@ -23,7 +23,7 @@ from sklearn_plm_explain._openapi._noise import grid_rounded
 from sklearn_plm_explain._openapi._points import CubePointsMixin
 from sklearn_plm_explain._openapi._precision import NOISE_CAP
 from sklearn_plm_explain._openapi._radius import RadiusSearch
-from sklearn_plm_explain._openapi._regions import N_PAIRS, RegionLibrary
+from sklearn_plm_explain._openapi._regions import N_PAIRS, RegionLibrary, probe_scale
 from sklearn_plm_explain._openapi._results import ResultTable
 from sklearn_plm_explain._openapi._state import GroupState
 from sklearn_plm_explain._utils._errors import ModelResponseError
@@ -389,7 +389,9 @@ class LocalModelSearch(CubePointsMixin):
         L, bad = self._to_log(R, model.tiny)
         tau = self._tau(L, R, model)
         models = np.array([confirm[i][0] for i in rows], dtype=np.intp)
-        agree = state.library.confirm(
+        unit = np.array([confirm[i][1] for i in rows])[:, None]
+        unit = unit * probe_scale(self.config.scale)
+        agree, rel = state.library.confirm(
             state.X[rows],
             state.L0[rows],
             state.tau0[rows],
@@ -397,12 +399,16 @@ class LocalModelSearch(CubePointsMixin):
             L.reshape(rows.size, p, -1),
             tau.reshape(rows.size, p),
             models,
+            unit,
         )
         usable = (~bad & model.sharp).reshape(rows.size, p).all(axis=1)
-        ok = agree & usable
+        # A row whose bound, the slope difference its probes may have missed
+        # included, is above rtol is fitted itself.
+        ok = agree & usable & (rel <= self.config.rtol)
         for k, (i, j, good) in enumerate(zip(rows, models, ok)):
             if good:
-                state.record_reuse(i, *state.library.model(j))
+                slope, intercept, _, owner = state.library.model(j)
+                state.record_reuse(i, slope, intercept, rel[k], owner)
                 state.keep_queries(i, points[p * k : p * (k + 1)])
         return rows[~ok]
 
