@@ -273,7 +273,7 @@ def main():
     print(
         f"\n### LMT on digits (pixels dequantised, {lmt.get_n_leaves()} leaves, "
         f"depth {lmt.get_depth()}): whole test split through decision_function "
-        "(target: every row exact, queries <= 0.25 (d+2) with reuse)\n"
+        "(target: every row exact, queries <= 0.2 (d+2) with reuse, the default)\n"
     )
     print_table(rows)
 

@@ -594,11 +594,11 @@ def test_model_calls_bounded_by_attempts_not_rows(counting):
     assert fn.calls <= 1 + e.n_iter.max()
     assert fn.rows == e.n_queries.sum()
     # With region reuse (the default) rows start in waves that double, from
-    # one row: at most log2(GROUP_ROWS) + 1 more rounds.
+    # four rows: at most log2(GROUP_ROWS / 4) + 1 more rounds.
     fn.calls = fn.rows = 0
     explainer.set_params(reuse_regions=True)
     e = _quiet_explain(explainer, X[:100])
-    assert fn.calls <= 1 + e.n_iter.max() + 8
+    assert fn.calls <= 1 + e.n_iter.max() + 6
     assert fn.rows == e.n_queries.sum()
 
 

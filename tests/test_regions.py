@@ -199,7 +199,7 @@ def test_a_reused_models_bound_covers_a_region_it_cannot_tell_apart():
     err = (np.abs(est - centred).sum(axis=1) / np.abs(centred).sum(axis=1)).max(1)
     reused = e.reused_from >= 0
     across = reused & (side != side[np.maximum(e.reused_from, 0)])
-    assert across.any() and reused.mean() > 0.5
+    assert across.any() and reused.mean() >= 0.4
     # The owner's bound does not cover such a row: its own does.
     owner = e.reused_from[across]
     assert np.all(err[across] > e.error_bound[owner])

@@ -35,14 +35,13 @@ _SMALLEST_NORMAL = np.finfo(np.float64).tiny
 # digit's corner pixel) would otherwise get a tiny step, and its slope's error
 # in input units, which grows as the step shrinks, would rule the L1 bound.
 _MIN_RELATIVE_SCALE = 0.1
-# With region reuse, the first wave of rows searched is this fraction of the
-# group (one row, for groups of up to 2 * 128 - 1 rows); waves then double,
-# so the number of rounds grows by a constant.
-_FIRST_WAVE = 128
-# ... until at least this many certified models have matched fewer than one
-# waiting row per _MODELS_PER_MATCH of them: the rows then rarely share
-# regions (a network's rarely do), and the rest start at once rather than
-# wave after wave (a model call each).
+# With region reuse, the first wave of rows searched has this many rows, and
+# waves then double, so the number of rounds grows by a constant; until at
+# least _IDLE_MODELS certified models have matched fewer than one waiting row
+# per _MODELS_PER_MATCH of them: the rows then rarely share regions (a
+# network's rarely do), and the rest start at once, two rounds after the
+# first, rather than wave after wave (a model call each).
+_FIRST_WAVE = 4
 _IDLE_MODELS = 8
 _MODELS_PER_MATCH = 4
 
@@ -239,7 +238,7 @@ class LocalModelSearch(CubePointsMixin):
         searches = {}
         release = waiting.size
         if state.library is not None:
-            release = max(1, waiting.size // _FIRST_WAVE)
+            release = _FIRST_WAVE
         checked, matched = 0, 0
         while waiting.size or searches:
             match = np.full(waiting.size, -1, dtype=np.intp)
