@@ -222,10 +222,9 @@ def test_a_sigmoid_computed_through_tanh_keeps_its_bounds():
     assert (e.status == "exact").mean() > 0.9
 
 
-@pytest.mark.slow
-def test_onnx_float32_binary_network_keeps_its_bounds():
-    # A real ONNX Runtime float32 export of a binary network; rows at logits
-    # 5 to 17 of both signs, so that both p0 and p1 are small.
+def _breast_cancer_mlp_for_onnx():
+    """A binary network on standardised breast cancer, and its data; skips
+    without ONNX Runtime and skl2onnx."""
     pytest.importorskip("onnxruntime")
     pytest.importorskip("skl2onnx")
     X, y = load_breast_cancer(return_X_y=True)
@@ -233,6 +232,14 @@ def test_onnx_float32_binary_network_keeps_its_bounds():
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
         mlp = MLPClassifier((32, 16), max_iter=500, random_state=0).fit(X, y)
+    return mlp, X
+
+
+@pytest.mark.slow
+def test_onnx_float32_binary_network_keeps_its_bounds():
+    # A real ONNX Runtime float32 export of a binary network; rows at logits
+    # 5 to 17 of both signs, so that both p0 and p1 are small.
+    mlp, X = _breast_cancer_mlp_for_onnx()
     rows = _binary_rows_at_logits(mlp, X, np.random.default_rng(0), 5.0, 17.0)
     assert rows.shape[0] >= 300
     W, _ = local_linear_model(mlp, rows)
@@ -252,13 +259,7 @@ def test_onnx_float32_kinks_behind_the_noise_keep_their_bounds():
     # part 8 of these rows were past their bounds (up to 1.6 times), and
     # with the absolute error counted only where it shows, 2 (up to 1.25
     # times).
-    pytest.importorskip("onnxruntime")
-    pytest.importorskip("skl2onnx")
-    X, y = load_breast_cancer(return_X_y=True)
-    X = StandardScaler().fit_transform(X)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", ConvergenceWarning)
-        mlp = MLPClassifier((32, 16), max_iter=500, random_state=0).fit(X, y)
+    mlp, X = _breast_cancer_mlp_for_onnx()
     rows = _binary_rows_at_logits(mlp, X, np.random.default_rng(2), 4.0, 10.0)
     assert rows.shape[0] >= 300
     W, _ = local_linear_model(mlp, rows)

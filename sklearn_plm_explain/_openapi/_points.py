@@ -114,6 +114,7 @@ class CubePointsMixin:
 
     def _probe_points(self, confirm, c_rows, rngs, draws):
         """Write the probes confirming each waiting row's reused model."""
+        scale = probe_scale(self.config.scale)
         for i, pts in zip(c_rows, draws):
             # Antithetic pairs in independent directions: if the row sits on a
             # region boundary, one of each pair lies beyond it, so a boundary
@@ -121,5 +122,5 @@ class CubePointsMixin:
             # certified tolerance shows in one of the directions (see
             # ``RegionLibrary.probe_radius``).
             g = rngs[i].standard_normal((N_PAIRS, self.state.d))
-            u = g * confirm[i][1] * probe_scale(self.config.scale)
+            u = g * confirm[i][1] * scale
             pts[:] = self.state.X[i] + np.concatenate([u, -u])
