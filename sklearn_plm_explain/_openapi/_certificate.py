@@ -35,6 +35,9 @@ _ABSOLUTE_DOMINANCE = 100.0
 # Probabilities below this may be one minus a larger one (those above 1/2 lie
 # on that grid whatever they are).
 _GRID_P = 0.5
+# A float64 cube whose bound a hidden kink's bias leads gets more points
+# within this factor of rtol (see CubeJudge._fit).
+BIAS_AUGMENT = 2.0
 # A class below _FLOOR_P whose log spans at most _FLOOR_SPAN of the widest
 # class's span over a cube is held at a floor by the service (see _clipped).
 _FLOOR_P = 1e-3
@@ -211,16 +214,22 @@ class CubeJudge:
         sigma = np.maximum(np.maximum(pooled, 1.0), learned)
         by_estimate = pooled >= np.maximum(1.0, learned)
         stat, wc = self._bound_parts(cubes, tau, se_x, sigma)
-        coarse = model.coarse
-        if coarse.any():
-            # Coarse noise hides a weak kink inside the cube: its bias of the
-            # slope, bounded by the residuals it must hide in, is no noise
-            # that more points average away. Kink and noise share those
-            # residuals (their squares add up to at most the level's), so
-            # the two errors add up to at most their root sum of squares.
-            n_points = dof + se_x.shape[1] + 1
-            bias = hinge_bias_abs(pooled, se_x, n_points)[:, None]
-            stat = np.where(coarse[:, None], np.hypot(stat, bias), stat)
+        # Noise hides a weak kink inside the cube: its bias of the slope,
+        # bounded by the residuals it must hide in, is no noise that more
+        # points average away. Kink and noise share those residuals (their
+        # squares add up to at most the level's), so the two errors add up
+        # to at most their root sum of squares. Coarse rows always carry it.
+        # Float64 rows carry it where a kink may hide: their row showed one
+        # at a larger cube (which may reach into this one), or their
+        # residuals stand above the rounding floor; elsewhere the floor,
+        # far above float64's actual rounding, is the larger term (a row
+        # certified after a kink was 1.03 times past a bound without it).
+        n_points = dof + se_x.shape[1] + 1
+        bias = hinge_bias_abs(pooled, se_x, n_points)[:, None]
+        seen = np.array([np.isfinite(searches[i].kink_radius()) for i in cubes.rows])
+        kinked = model.coarse | seen | (sigma_hat.max(axis=1) > 1.0)
+        led = model.float64 & kinked & np.any(bias > stat, axis=1)
+        stat = np.where(kinked[:, None], np.hypot(stat, bias), stat)
         if model.correlated.any():
             # Rows read call by call: the error a whole cube shares, which
             # no residual shows.
@@ -230,6 +239,10 @@ class CubeJudge:
             call = model.call_error(L0)
             wc = wc + call[:, None] * np.abs(slope).sum(axis=1)
         rel = relative_bound(stat, wc, slope, model.float64)
+        # Where that bias leads a float64 bound close to rtol, more points in
+        # the cube bring it below (the residuals' upper level tightens, at most about
+        # threefold), as they do an estimated noise.
+        by_estimate |= led & (rel <= BIAS_AUGMENT * self.config.rtol)
         return _Fits(
             slope=slope,
             intercept=intercept,

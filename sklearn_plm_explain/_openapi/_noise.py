@@ -441,7 +441,11 @@ def hinge_bias_abs(rho, se_x, n_points):
     bias : ndarray of shape (n,)
         Bound on the L1 norm of each column's slope bias, in input units.
     """
-    norm = np.sqrt((se_x**2).sum(axis=1))
+    # Scaled first: features of scale 1e-158 have errors whose squares
+    # overflow.
+    top = np.abs(se_x).max(axis=1)
+    safe = np.where(top > 0, top, 1.0)
+    norm = top * np.sqrt(((se_x / safe[:, None]) ** 2).sum(axis=1))
     return HINGE_KAPPA * rho * np.sqrt(n_points) * norm
 
 
