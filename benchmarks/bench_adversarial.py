@@ -13,7 +13,8 @@ Every construction is a function ``build_<NAME>(n_rows=300, seed=0)`` returning
 * ``rows``: rows for ``explain``.
 
 ``EXPLAINER_KWARGS[NAME]`` holds extra explainer parameters a construction
-needs (F2). The error measure is ``errors()`` of benchmarks/bench_precision.py:
+needs (F2). A smoothed service carries ``service_slopes(X)``, its own
+gradient: the notes measure its certified rows against that too. The error measure is ``errors()`` of benchmarks/bench_precision.py:
 the worst class's relative L1 error of ``C/(C-1) * e.coef[:, :, c]`` against
 ``decision_features(W, c)``.
 

@@ -221,9 +221,11 @@ class CubeJudge:
         # to at most their root sum of squares. Coarse rows always carry it.
         # Float64 rows carry it where a kink may hide: their row showed one
         # at a larger cube (which may reach into this one), or their
-        # residuals stand above the rounding floor; elsewhere the floor,
-        # far above float64's actual rounding, is the larger term (a row
-        # certified after a kink was 1.03 times past a bound without it).
+        # residuals stand above the rounding floor (a row certified after a
+        # kink was 1.03 times past a bound without it). Elsewhere only the
+        # floor, far above float64's actual rounding, stands for it: the
+        # bias bound there would double most float64 bounds (the user
+        # guide's limits).
         n_points = dof + se_x.shape[1] + 1
         bias = hinge_bias_abs(pooled, se_x, n_points)[:, None]
         seen = np.array([np.isfinite(searches[i].kink_radius()) for i in cubes.rows])
@@ -240,8 +242,8 @@ class CubeJudge:
             wc = wc + call[:, None] * np.abs(slope).sum(axis=1)
         rel = relative_bound(stat, wc, slope, model.float64)
         # Where that bias leads a float64 bound close to rtol, more points in
-        # the cube bring it below (the residuals' upper level tightens, at most about
-        # threefold), as they do an estimated noise.
+        # the cube bring it below (the residuals' upper level tightens, at
+        # most about threefold), as they do an estimated noise.
         by_estimate |= led & (rel <= BIAS_AUGMENT * self.config.rtol)
         return _Fits(
             slope=slope,
