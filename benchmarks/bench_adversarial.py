@@ -42,9 +42,9 @@ from sklearn.preprocessing import StandardScaler
 
 from sklearn_plm_explain import OpenAPIExplainer, local_linear_model
 from sklearn_plm_explain.utils._served import (
-    classification_mlp,
     mlp_logits,
     onnx_float32,
+    weak_kink_mlp,
 )
 
 CERTIFIED = ("exact", "approximate")
@@ -407,35 +407,24 @@ def build_dense_kinks_saddle(n_rows=300, seed=0, **kw):
 def build_weak_kink(
     n_rows=300,
     seed=0,
-    d=300,
     weakness=(1.0, 1e-4, 1e-7),
     distances=(1e-7, 1e-6, 1e-5, 1e-4),
-    units_per_group=8,
 ):
     """bench_weak_kinks.py's network (classification_mlp, d = 300, 128 hidden,
     5 classes): each row is moved onto the hyperplane of one first-layer unit,
-    then ``distance`` (cycled over ``distances``) away on a random side. The
-    units are drawn from ``len(weakness)`` disjoint groups of
-    ``units_per_group`` units whose output weights are multiplied by the
-    group's weakness; row i uses group ``i % len(weakness)``. Truth: the MLP."""
-    rng = np.random.default_rng(seed)
-    model, X = classification_mlp(
-        1000 + n_rows, d, 128, seed, n_fit=1000, n_informative=30, n_classes=5
+    then ``distance`` (cycled over ``distances``) away on a random side; the
+    units come from groups whose output weights are multiplied by their
+    ``weakness``, row i's from group ``i % len(weakness)``
+    (:func:`~sklearn_plm_explain.utils._served.weak_kink_mlp`). Truth: the
+    MLP."""
+    model, X_fit, rows = weak_kink_mlp(
+        n_rows, seed, weakness=weakness, distances=distances
     )
-    X_fit, rows = X[:1000], X[1000:].copy()
-    W, b = model.coefs_[0], model.intercepts_[0]
-    groups = rng.permutation(W.shape[1])[: units_per_group * len(weakness)]
-    groups = groups.reshape(len(weakness), units_per_group)
-    for g, weak in zip(groups, weakness):
-        model.coefs_[1][g] *= weak
-    tags = []
-    for i in range(n_rows):
-        h = rng.choice(groups[i % len(weakness)])
-        distance = distances[(i // len(weakness)) % len(distances)]
-        tags.append(f"weakness {weakness[i % len(weakness)]:g}, distance {distance:g}")
-        w = W[:, h]
-        rows[i] -= (rows[i] @ w + b[h]) / (w @ w) * w
-        rows[i] += distance * rng.choice([-1, 1]) * w / np.linalg.norm(w)
+    k = len(weakness)
+    tags = [
+        f"weakness {weakness[i % k]:g}, distance {distances[(i // k) % len(distances)]:g}"
+        for i in range(n_rows)
+    ]
     return model, model, X_fit, _tagged(rows, tags)
 
 

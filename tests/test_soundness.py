@@ -24,7 +24,7 @@ from sklearn_plm_explain import (
     decision_features,
     local_linear_model,
 )
-from sklearn_plm_explain.utils._served import classification_mlp, onnx_float32
+from sklearn_plm_explain.utils._served import onnx_float32, weak_kink_mlp
 
 RTOL = 1e-8
 
@@ -378,33 +378,13 @@ def test_dense_weak_kinks_keep_their_bounds(rel):
     _assert_sound(e, W)
 
 
-def _weak_kink_rows(n_rows=300, seed=0, weakness=1e-7, d=300):
-    """bench_weak_kinks' network (d = 300, 128 hidden units, 5 classes) with
-    eight first-layer units whose output weights are ``weakness`` times
-    their own, and rows moved onto one of those units' hyperplanes, then 1e-7
-    to 1e-4 away from it. Returns the MLP, its fit data and the rows."""
-    rng = np.random.default_rng(seed)
-    mlp, X = classification_mlp(
-        1000 + n_rows, d, 128, seed, n_fit=1000, n_informative=30, n_classes=5
-    )
-    rows = X[1000:].copy()
-    W, b = mlp.coefs_[0], mlp.intercepts_[0]
-    weak = rng.permutation(W.shape[1])[:8]
-    mlp.coefs_[1][weak] *= weakness
-    for i, distance in enumerate(np.resize([1e-7, 1e-6, 1e-5, 1e-4], n_rows)):
-        h = rng.choice(weak)
-        w = W[:, h]
-        rows[i] -= (rows[i] @ w + b[h]) / (w @ w) * w
-        rows[i] += distance * rng.choice([-1.0, 1.0]) * w / np.linalg.norm(w)
-    return mlp, X[:1000], rows
-
-
 def test_a_weak_kink_inside_the_certifying_cube_keeps_its_bound():
     # A kink too weak for the certifying cube's residuals, which a larger
     # cube of the same row did show: the fit's slope is a blend of both
     # sides. The float64 floor covers the rounding, not that bias (without
     # the bias bound a row here was "exact" at 1.1e-8 against rtol 1e-8).
-    mlp, X, rows = _weak_kink_rows()
+    # Every row next to a unit whose output weights are 1e-7 times their own.
+    mlp, X, rows = weak_kink_mlp(weakness=(1e-7,))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
         e = (

@@ -31,6 +31,7 @@ __all__ = [
     "random_binary_mlp",
     "thin_region_mlp",
     "weak_boundary_mlp",
+    "weak_kink_mlp",
     "mlp_logits",
 ]
 
@@ -185,6 +186,42 @@ def classification_mlp(n, d, hidden, seed, n_fit, **data):
         mlp = MLPClassifier((hidden,), max_iter=60, random_state=seed)
         mlp.fit(X[:n_fit], y[:n_fit])
     return mlp, X
+
+
+def weak_kink_mlp(
+    n_rows=300,
+    seed=0,
+    d=300,
+    weakness=(1.0, 1e-4, 1e-7),
+    distances=(1e-7, 1e-6, 1e-5, 1e-4),
+    units_per_group=8,
+):
+    """Rows next to weak first-layer kinks of ``classification_mlp`` (d = 300,
+    128 hidden units, 5 classes).
+
+    ``len(weakness)`` disjoint groups of ``units_per_group`` units get their
+    output weights multiplied by the group's weakness. Row ``i`` is moved
+    onto the hyperplane of a unit of group ``i % len(weakness)``, then
+    ``distances[(i // len(weakness)) % len(distances)]`` away from it on a
+    random side. Returns ``(mlp, X_fit, rows)``.
+    """
+    rng = np.random.default_rng(seed)
+    mlp, X = classification_mlp(
+        1000 + n_rows, d, 128, seed, n_fit=1000, n_informative=30, n_classes=5
+    )
+    rows = X[1000:].copy()
+    W, b = mlp.coefs_[0], mlp.intercepts_[0]
+    groups = rng.permutation(W.shape[1])[: units_per_group * len(weakness)]
+    groups = groups.reshape(len(weakness), units_per_group)
+    for g, weak in zip(groups, weakness):
+        mlp.coefs_[1][g] *= weak
+    for i in range(n_rows):
+        h = rng.choice(groups[i % len(weakness)])
+        distance = distances[(i // len(weakness)) % len(distances)]
+        w = W[:, h]
+        rows[i] -= (rows[i] @ w + b[h]) / (w @ w) * w
+        rows[i] += distance * rng.choice([-1, 1]) * w / np.linalg.norm(w)
+    return mlp, X[:1000], rows
 
 
 def random_binary_mlp(seed):
