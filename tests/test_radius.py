@@ -402,7 +402,7 @@ def test_a_weak_boundary_just_behind_the_row_does_not_slip_through(seed):
     # A cube between the two boundaries leaves residuals below the noise
     # test, but a larger one showed the strong boundary: 82 of the first 100
     # seeds were certified, 75 of them wrong, before such a cube carried the
-    # bias bound of a kink hidden in it; now none is.
+    # bias bound of a kink hidden in it (a23e787); now none is.
     e, err = _explain_one(mlp, X, x, seed)
     assert not e.converged[0] or err <= RTOL, (e.status[0], err)
 
