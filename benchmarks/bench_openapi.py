@@ -31,6 +31,7 @@ from sklearn.exceptions import ConvergenceWarning
 from threadpoolctl import threadpool_info
 
 from sklearn_plm_explain import OpenAPIExplainer, decision_features, local_linear_model
+from sklearn_plm_explain._ground_truth import _grouped_local_linear_model
 from sklearn_plm_explain.utils._anchors import make_anchor_model
 
 RTOL = 1e-8
@@ -185,12 +186,7 @@ def shared_regions(model, X):
     and the fewest queries per row, in units of d + 2, that any method needs
     which fits each region once from d + 1 points, tests it at one more and
     spends one query on every other row of it."""
-    h, patterns = X, []
-    for W, b in zip(model.coefs_[:-1], model.intercepts_[:-1]):
-        z = h @ W + b
-        patterns.append(z > 0)
-        h = np.maximum(z, 0.0)
-    k = np.unique(np.hstack(patterns), axis=0).shape[0]
+    k = _grouped_local_linear_model(model, X)[0].shape[0]
     d = X.shape[1]
     return k, (k * (d + 2) + X.shape[0] - k) / (X.shape[0] * (d + 2))
 
