@@ -632,6 +632,65 @@ def test_jittered_services_are_never_wrongly_exact(per_call, size):
         assert set(e.response_precision[searched]) == {"noisy"}
 
 
+class _RepeatCounter:
+    """A service that counts how often each explained row was sent again
+    after its first answer (its origin)."""
+
+    def __init__(self, fn, rows):
+        self.fn, self.rows = fn, rows
+        self.seen = np.zeros(len(rows), dtype=np.intp)
+
+    def __call__(self, Z):
+        Z = np.asarray(Z)
+        self.seen += np.all(Z[:, None, :] == self.rows[None], axis=2).sum(axis=0)
+        return self.fn(Z)
+
+    def explain(self, X_fit, **kw):
+        explainer = OpenAPIExplainer(self, random_state=0, **kw).fit(X_fit)
+        self.seen[:] = 0
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ConvergenceWarning)
+            e = explainer.explain(self.rows)
+        # The origins' call sends every row once.
+        self.sent = self.seen - 1
+        return e
+
+
+@pytest.mark.parametrize("reuse", [True, False])
+def test_sentinels_send_the_repeats_of_a_deterministic_batch(reuse):
+    # With region reuse one row in 16 of a round's first searches sends
+    # itself again for all of them; without it every row sends its own.
+    mlp, X, rows = _random_relu_mlp(*_NETS[1])
+    rows = np.vstack([rows, rows + 0.01])
+    counter = _RepeatCounter(mlp.predict_proba, rows)
+    e = counter.explain(X, reuse_regions=reuse)
+    _check_honest(e, _errors(e, mlp, rows))
+    searched = (e.reused_from < 0) & ~np.isin(e.status, ["saturated", "flat"])
+    assert set(e.response_precision[searched]) == {"float64"}
+    assert set(counter.sent[~searched]) <= {0}
+    if reuse:
+        # One per wave of released rows at least, one in 16 of them at most.
+        assert 1 <= counter.sent.sum() <= searched.sum() // 16 + 6
+        assert set(counter.sent) <= {0, 1}
+    else:
+        np.testing.assert_array_equal(counter.sent[searched], 1)
+
+
+@pytest.mark.parametrize("per_call", [False, True])
+def test_a_sentinel_that_does_not_repeat_holds_the_rows_it_vouched_for(per_call):
+    # The sentinel of the first wave shows the noise: the cubes of the rows
+    # it vouched for are set aside unjudged, and every searched row then
+    # sends itself again (a certificate judged on the deterministic model
+    # would ignore noise drawn once per call, which no residual shows).
+    mlp, X, rows = _random_relu_mlp(*_NETS[1])
+    counter = _RepeatCounter(jittered(mlp, 1e-6, 0, per_call), rows)
+    e = counter.explain(X)
+    _check_honest(e, _errors(e, mlp, rows))
+    searched = ~np.isin(e.status, ["saturated", "flat"])
+    assert set(e.response_precision[searched]) == {"noisy"}
+    assert np.all(counter.sent[searched] >= 2)
+
+
 def test_noise_drawn_once_per_call_does_not_hide_a_kink():
     # Noise drawn once per call (one factor on the logits of a whole batch)
     # is absent from a cube's residuals, all of one call. Judged against the

@@ -130,7 +130,10 @@ class OpenAPIExplainer(
         on the rows before it in its group, never on ``n_jobs``. Models with
         few, large regions (trees) save most of their queries; on networks,
         whose rows rarely share a region, the rows of a group start at once
-        after eight certified models matched none of them. ``False`` makes
+        after eight certified models matched none of them. The rows of a
+        group also share the check that the service is deterministic: one
+        in 16 of the rows starting in a call sends itself again for all of
+        them (see the user guide's response precision). ``False`` makes
         every row's queries and fit its own.
     batch_size : int, "auto" or None, default="auto"
         How rows are grouped. ``"auto"`` explains them a group at a time, so

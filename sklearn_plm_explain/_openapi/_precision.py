@@ -243,7 +243,9 @@ class PrecisionEvidence:
         computed through BLAS may change its last bits with the size of the
         batch; that is rounding, already in the noise model). It is then
         assumed to be so everywhere: a service deterministic at the repeated
-        points but noisy elsewhere is not detected. Otherwise the scatter is
+        points but noisy elsewhere is not detected (and with region reuse,
+        one row's repeat vouches for the other rows of its call, see
+        ``OpenAPISearch._sentinels``). Otherwise the scatter is
         measured from all the row's answers at that point (see
         :meth:`_read_scatter`).
         """

@@ -42,6 +42,9 @@ _MIN_RELATIVE_SCALE = 0.1
 # network's rarely do), and the rest start at once, two rounds after the
 # first, rather than wave after wave (a model call each).
 _FIRST_WAVE = 4
+# One row in this many of a round's first searches sends itself again for
+# all of them (see OpenAPISearch._sentinels).
+_SENTINEL_EVERY = 16
 _IDLE_MODELS = 8
 _MODELS_PER_MATCH = 4
 
@@ -301,19 +304,25 @@ class LocalModelSearch(CubePointsMixin):
     def _round(self, searches, rngs, confirm):
         """One model call: the rows' attempts and the reuse confirmations.
 
-        Each row also sends itself again in its first round (and, once its
-        answers turn out not to repeat, a few more times in the next): a
-        deterministic service answers bitwise as before, a noisy one shows
-        its scatter. Returns the rows whose confirmation failed, to be searched
-        from now on.
+        Rows in their first round are vouched for by sentinels among them
+        that send themselves again (see :meth:`_sentinels`); once answers
+        turn out not to repeat, every row sends itself in its first round,
+        and a noisy row a few more times in the next. A deterministic
+        service answers bitwise as before, a noisy one shows its scatter.
+        Returns the rows whose confirmation failed, to be searched from now
+        on.
         """
         state = self.state
         rows = np.fromiter(searches, dtype=np.intp)
         c_rows = np.fromiter(confirm, dtype=np.intp)
+        first = rows[~state.repeated[rows]]
+        sentinels = self._sentinels(first)
+        vouched = np.setdiff1d(first, sentinels)
+        sending = set(sentinels.tolist())
         r_rows, r_counts = [], []
         for i in rows:
             k = state.repeats_due(i)
-            if k:
+            if k and (state.repeated[i] or i in sending):
                 r_rows.append(i)
                 r_counts.append(k)
         r_rows = np.array(r_rows, dtype=np.intp)
@@ -342,7 +351,19 @@ class LocalModelSearch(CubePointsMixin):
         state.call_centre = {}
         if r_rows.size:
             self._add_repeats(r_rows, parts[n_fit:])
-        self._attempt(searches, rows, draws, parts, steps, block)
+        judged = self._vouch(rows, sentinels, vouched)
+        if judged.all():
+            self._attempt(searches, rows, draws, parts, steps, block)
+        else:
+            k = np.flatnonzero(judged)
+            self._attempt(
+                searches,
+                rows[k],
+                [draws[j] for j in k],
+                [parts[j] for j in k],
+                [steps[j] for j in k],
+                block[:0],
+            )
         c_points = None
         if c_rows.size:
             c_points = Q[
@@ -351,6 +372,43 @@ class LocalModelSearch(CubePointsMixin):
         released = self._confirm(confirm, c_rows, c_points, parts[rows.size : n_fit])
         self._release_points(searches, Q)
         return released
+
+    def _sentinels(self, first):
+        """The rows of ``first`` (rows in their first round) that send
+        themselves again for all of them: one in ``_SENTINEL_EVERY``, spread
+        over the call, or all once an answer failed to repeat, or without
+        ``reuse_regions`` (whose rows' queries are their own).
+
+        Non-determinism is a property of the service, not of a row: noise
+        drawn per point or per call, a replica or a seed that changes between
+        calls moves the answers at every row of a call, and shows at any
+        sentinel as it would at the row itself. A service noisy at some rows
+        only is beyond the repeats either way (see
+        ``PrecisionEvidence.add_repeats``); per-point noise still shows in
+        every cube's residuals.
+        """
+        if not (self.config.reuse_regions and self.state.share_repeats):
+            return first
+        return first[::_SENTINEL_EVERY]
+
+    def _vouch(self, rows, sentinels, vouched):
+        """Rows (mask over ``rows``) whose cube of this round may be judged.
+
+        The ``vouched`` rows count as repeated when every sentinel's answer
+        repeated. Otherwise the service is not deterministic: their cubes
+        are set aside unjudged (their noise model is unknown), and they send
+        themselves again with their next cube, as every row does from then
+        on.
+        """
+        state = self.state
+        judged = np.ones(rows.size, dtype=bool)
+        if vouched.size == 0:
+            return judged
+        if state.prec.deterministic[sentinels].all():
+            state.repeated[vouched] = True
+            return judged
+        state.share_repeats = False
+        return ~np.isin(rows, vouched)
 
     def _release_points(self, searches, Q):
         """Free the round's points ``Q`` for the next round: a finished row's
