@@ -14,7 +14,8 @@ Every construction is a function ``build_<NAME>(n_rows=300, seed=0)`` returning
 
 ``EXPLAINER_KWARGS[NAME]`` holds extra explainer parameters a construction
 needs (F2). A smoothed service carries ``service_slopes(X)``, its own
-gradient: the notes measure its certified rows against that too. The error measure is ``errors()`` of benchmarks/bench_precision.py:
+gradient, and a service of replicas its ``replicas``: the notes measure
+certified rows against those too. The error measure is ``errors()`` of benchmarks/bench_precision.py:
 the worst class's relative L1 error of ``C/(C-1) * e.coef[:, :, c]`` against
 ``decision_features(W, c)``.
 
@@ -316,6 +317,33 @@ def build_F4(n_rows=300, seed=0, eps=1e-7, one_class=False, temperature=1.0):
     return f, mlp, X_train, _take(pool, n_rows)
 
 
+# -- replicas that differ ------------------------------------------------------------
+def build_replicas(n_rows=300, seed=0, chunk=16):
+    """Digits MLP(64, 32) served by two replicas, the network and a copy with
+    its weights rounded to float32, behind a gateway that sends each chunk
+    of ``chunk`` points of a call (``None``: the whole call) to one drawn at
+    random. The truth is the network; ``replicas`` are both."""
+    import copy
+
+    mlp, X_train, pool = digits_mlp()
+    other = copy.deepcopy(mlp)
+    for layers in (other.coefs_, other.intercepts_):
+        layers[:] = [w.astype(np.float32).astype(np.float64) for w in layers]
+    rng = np.random.default_rng(seed)
+    models = (mlp, other)
+
+    def predict_proba(Z):
+        step = len(Z) if chunk is None else chunk
+        parts = [
+            models[rng.integers(2)].predict_proba(Z[a : a + step])
+            for a in range(0, len(Z), step)
+        ]
+        return np.vstack(parts)
+
+    predict_proba.replicas = models
+    return predict_proba, mlp, X_train, _take(pool, n_rows)
+
+
 # -- F5: thin slab -----------------------------------------------------------------
 def build_F5(n_rows=300, seed=0, d=16, C=4, width=1e-7, rel=1e-5, inside=2 / 3):
     """Affine base logits plus, for every row, a slab
@@ -576,6 +604,10 @@ BUILDERS.update(
         "F3_big_lr": build_F3_big_lr,
         "F2": build_F2,
         "F2_mlp": build_F2_mlp,
+        "replicas_chunk16": build_replicas,
+        "replicas_whole_call": variant(
+            build_replicas, "replicas_whole_call", chunk=None
+        ),
     }
 )
 
@@ -615,6 +647,10 @@ def run(name, n_rows=300, seed=0, **kw):
     if e is not None and hasattr(model, "service_slopes"):
         with np.errstate(all="ignore"):
             out["err_service"] = errors(e, model.service_slopes, rows)
+    if e is not None and hasattr(model, "replicas"):
+        with np.errstate(all="ignore"):
+            each = [errors(e, m, rows) for m in model.replicas]
+        out["err_replicas"] = np.fmin.reduce(each)
     if e is not None:
         with np.errstate(all="ignore"):
             try:
@@ -662,6 +698,16 @@ def table_row(r):
         notes.append(
             f"against the service's own gradient: {int(np.sum(~(own <= 1)))} "
             f"past their bounds, worst err/bound {np.nanmax(own):.2g}"
+        )
+    if "err_replicas" in r and cert.any():
+        # Each row's answers may all come from one replica or the other.
+        with np.errstate(invalid="ignore", divide="ignore"):
+            near = r["err_replicas"][cert] / bound[cert]
+            over_rtol = int(np.sum((status == "exact") & ~(err <= 1e-8)))
+        notes.append(
+            f"exact with err > rtol (1e-8): {over_rtol}; against the nearer "
+            f"replica: {int(np.sum(~(near <= 1)))} past their bounds, worst "
+            f"err/bound {np.nanmax(near):.2g}"
         )
     n_nan = int(np.isnan(err[cert]).sum())
     if n_nan:

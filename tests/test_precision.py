@@ -634,20 +634,30 @@ def test_jittered_services_are_never_wrongly_exact(per_call, size):
 
 class _RepeatCounter:
     """A service that counts how often each explained row was sent again
-    after its first answer (its origin)."""
+    after its first answer (its origin), and notes the first call of each
+    row's repeats and of its cube's points (those within 0.01 of it)."""
 
     def __init__(self, fn, rows):
-        self.fn, self.rows = fn, rows
+        self.fn, self.rows, self.calls = fn, rows, 0
         self.seen = np.zeros(len(rows), dtype=np.intp)
+        self.first_repeat = np.full(len(rows), -1)
+        self.first_cube = np.full(len(rows), -1)
 
     def __call__(self, Z):
         Z = np.asarray(Z)
-        self.seen += np.all(Z[:, None, :] == self.rows[None], axis=2).sum(axis=0)
+        dist = np.abs(Z[:, None, :] - self.rows[None]).max(axis=2)
+        same = (dist == 0).sum(axis=0)
+        self.seen += same
+        if self.calls:
+            near = ((dist > 0) & (dist < 0.01)).any(axis=0)
+            for first, now in [(self.first_repeat, same > 0), (self.first_cube, near)]:
+                first[(first < 0) & now] = self.calls
+        self.calls += 1
         return self.fn(Z)
 
     def explain(self, X_fit, **kw):
         explainer = OpenAPIExplainer(self, random_state=0, **kw).fit(X_fit)
-        self.seen[:] = 0
+        self.seen[:] = self.calls = 0
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", ConvergenceWarning)
             e = explainer.explain(self.rows)
@@ -677,11 +687,10 @@ def test_sentinels_send_the_repeats_of_a_deterministic_batch(reuse):
 
 
 @pytest.mark.parametrize("per_call", [False, True])
-def test_a_sentinel_that_does_not_repeat_holds_the_rows_it_vouched_for(per_call):
-    # The sentinel of the first wave shows the noise: the cubes of the rows
-    # it vouched for are set aside unjudged, and every searched row then
-    # sends itself again (a certificate judged on the deterministic model
-    # would ignore noise drawn once per call, which no residual shows).
+def test_a_noisy_service_shows_in_the_first_wave(per_call):
+    # The rows of a group's first round each send their own repeat: a
+    # service noisy from the start shows there, before any row is vouched
+    # for, and every searched row is read as noisy as it would be alone.
     mlp, X, rows = _random_relu_mlp(*_NETS[1])
     counter = _RepeatCounter(jittered(mlp, 1e-6, 0, per_call), rows)
     e = counter.explain(X)
@@ -689,6 +698,66 @@ def test_a_sentinel_that_does_not_repeat_holds_the_rows_it_vouched_for(per_call)
     searched = ~np.isin(e.status, ["saturated", "flat"])
     assert set(e.response_precision[searched]) == {"noisy"}
     assert np.all(counter.sent[searched] >= 2)
+    # No row's first cube was set aside: its repeat came in the same call.
+    first = counter.first_cube[searched]
+    assert np.all(first > 0)
+    np.testing.assert_array_equal(counter.first_repeat[searched], first)
+
+
+class _TurnsNoisy:
+    """A service that draws one factor per call on its logits from the call
+    in which it sees ``trigger`` for the second time; it logs, per call,
+    which of ``rows`` it was sent."""
+
+    def __init__(self, mlp, rows, trigger):
+        self.mlp, self.rows, self.trigger = mlp, rows, trigger
+        self.rng = np.random.default_rng(1)
+        self.sightings, self.noisy_from, self.log = 0, None, []
+
+    def __call__(self, Z):
+        Z = np.asarray(Z)
+        self.sightings += int(np.all(Z == self.trigger, axis=1).any())
+        if self.sightings >= 2 and self.noisy_from is None:
+            self.noisy_from = len(self.log)
+        self.log.append(np.all(Z[:, None, :] == self.rows[None], axis=2).any(axis=0))
+        z = mlp_logits(self.mlp, Z)
+        if self.noisy_from is not None:
+            z = z * (1 + 1e-6 * self.rng.standard_normal())
+        z = z - z.max(axis=1, keepdims=True)
+        return np.exp(z) / np.exp(z).sum(axis=1, keepdims=True)
+
+
+def test_rows_vouched_for_send_their_own_repeat_once_an_answer_does_not():
+    # Rows on a first-layer kink search for many rounds. Vouched for by
+    # the second wave's sentinel while the service was deterministic, they
+    # are still searching when it turns noisy (seen by the third wave's
+    # sentinels): they set that round's cube aside and send their own
+    # repeat, and are read as noisy, not judged against float64's floor.
+    mlp, X, rows = _random_relu_mlp(*_NETS[3])
+    W, b = mlp.coefs_[0], mlp.intercepts_[0]
+    w = W[:, np.arange(8) % W.shape[1]].T
+    kinks = X[20:28] - ((X[20:28] * w).sum(axis=1) + b[: len(w)])[:, None] * w / (
+        w * w
+    ).sum(axis=1, keepdims=True)
+    # Waves of 4, 8 and the rest: the kinks are the second.
+    batch = np.vstack([rows[:4], kinks, rows[4:12], X[40:60]])
+    service = _TurnsNoisy(mlp, batch, trigger=batch[12])
+    explainer = OpenAPIExplainer(service, random_state=0).fit(X)
+    service.log.clear()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        e = explainer.explain(batch)
+    _check_honest(e, _errors(e, mlp, batch))
+    start = service.noisy_from
+    assert start is not None
+    # The kinks' sentinel sent its repeat before the noise; the others were
+    # vouched for by it.
+    sent_before = np.any(service.log[1:start], axis=0)
+    vouched = np.flatnonzero(~sent_before[4:12]) + 4
+    assert vouched.size >= 4
+    assert np.all(e.status[vouched] == "boundary")
+    assert set(e.response_precision[vouched]) == {"noisy"}
+    assert np.all(np.any(service.log[start:], axis=0)[vouched])
 
 
 def test_noise_drawn_once_per_call_does_not_hide_a_kink():

@@ -245,7 +245,7 @@ class PrecisionEvidence:
         assumed to be so everywhere: a service deterministic at the repeated
         points but noisy elsewhere is not detected (and with region reuse,
         one row's repeat vouches for the other rows of its call, see
-        ``OpenAPISearch._sentinels``). Otherwise the scatter is
+        ``LocalModelSearch._sentinels``). Otherwise the scatter is
         measured from all the row's answers at that point (see
         :meth:`_read_scatter`).
         """

@@ -43,7 +43,7 @@ _MIN_RELATIVE_SCALE = 0.1
 # first, rather than wave after wave (a model call each).
 _FIRST_WAVE = 4
 # One row in this many of a round's first searches sends itself again for
-# all of them (see OpenAPISearch._sentinels).
+# all of them (see LocalModelSearch._sentinels).
 _SENTINEL_EVERY = 16
 _IDLE_MODELS = 8
 _MODELS_PER_MATCH = 4
@@ -351,7 +351,7 @@ class LocalModelSearch(CubePointsMixin):
         state.call_centre = {}
         if r_rows.size:
             self._add_repeats(r_rows, parts[n_fit:])
-        judged = self._vouch(rows, sentinels, vouched)
+        judged = self._vouch(searches, rows, vouched)
         if judged.all():
             self._attempt(searches, rows, draws, parts, steps, block)
         else:
@@ -376,39 +376,57 @@ class LocalModelSearch(CubePointsMixin):
     def _sentinels(self, first):
         """The rows of ``first`` (rows in their first round) that send
         themselves again for all of them: one in ``_SENTINEL_EVERY``, spread
-        over the call, or all once an answer failed to repeat, or without
-        ``reuse_regions`` (whose rows' queries are their own).
+        over the call, while every answer so far repeated; and in the
+        group's first round, its first ``_FIRST_WAVE`` rows too. Without
+        ``reuse_regions``, or once an answer did not repeat, every row sends
+        its own (without it, its queries are its own).
 
         Non-determinism is a property of the service, not of a row: noise
         drawn per point or per call, a replica or a seed that changes between
         calls moves the answers at every row of a call, and shows at any
-        sentinel as it would at the row itself. A service noisy at some rows
-        only is beyond the repeats either way (see
-        ``PrecisionEvidence.add_repeats``); per-point noise still shows in
-        every cube's residuals.
-        """
-        if not (self.config.reuse_regions and self.state.share_repeats):
-            return first
-        return first[::_SENTINEL_EVERY]
-
-    def _vouch(self, rows, sentinels, vouched):
-        """Rows (mask over ``rows``) whose cube of this round may be judged.
-
-        The ``vouched`` rows count as repeated when every sentinel's answer
-        repeated. Otherwise the service is not deterministic: their cubes
-        are set aside unjudged (their noise model is unknown), and they send
-        themselves again with their next cube, as every row does from then
-        on.
+        sentinel as it would at the row itself. With region reuse a group's
+        first round is its first wave (a noisy service certifies no model
+        for later rows to match), all of whose rows send their own: a noisy
+        service shows there, before any row is vouched for. A service noisy
+        at some rows only may go unseen by the sentinels where a row's own
+        repeat would have seen it. Such a row is still never read as more
+        precise than its answers: noise per point shows in its cube's
+        residuals, and noise per call as a residual at its origin, whose
+        answer came from another call; it ends flagged ("boundary") rather
+        than "noisy" (the user guide's limits).
         """
         state = self.state
-        judged = np.ones(rows.size, dtype=bool)
-        if vouched.size == 0:
-            return judged
-        if state.prec.deterministic[sentinels].all():
+        if not self.config.reuse_regions or not state.prec.deterministic.all():
+            return first
+        chosen = np.zeros(first.size, dtype=bool)
+        chosen[::_SENTINEL_EVERY] = True
+        if not state.repeated.any():
+            chosen[:_FIRST_WAVE] = True
+        return first[chosen]
+
+    def _vouch(self, searches, rows, vouched):
+        """Rows (mask over ``rows``) whose cube of this round may be judged.
+
+        While every answer repeated, the ``vouched`` rows count as repeated.
+        Once one did not (a sentinel's, or any row's own), no row's check
+        rests on another's any more: the rows vouched for, in this round or
+        before, that are still searching set this round's cube aside unjudged
+        (their noise model is unknown) and send themselves again with a
+        fresh cube, as every row does from then on.
+        """
+        state = self.state
+        if state.prec.deterministic.all():
             state.repeated[vouched] = True
-            return judged
-        state.share_repeats = False
-        return ~np.isin(rows, vouched)
+            state.vouched[vouched] = True
+            return np.ones(rows.size, dtype=bool)
+        held = state.vouched[rows] | np.isin(rows, vouched)
+        for i in rows[held]:
+            state.repeated[i] = state.vouched[i] = False
+            state.cubes.pop(i, None)
+            search = searches[i]
+            search.keep = False
+            search.n_new = search.n_features + search.n_witnesses
+        return ~held
 
     def _release_points(self, searches, Q):
         """Free the round's points ``Q`` for the next round: a finished row's

@@ -68,9 +68,8 @@ class GroupState:
         self.cubes = {}
         self.candidates = [[] for _ in range(n)]
         self.repeated = np.zeros(n, dtype=bool)
-        # Whether a row's first repeat may be another row's of the same call
-        # (see OpenAPISearch._sentinels): until one answer fails to repeat.
-        self.share_repeats = True
+        # Rows whose repeat was a sentinel's (see LocalModelSearch._vouch).
+        self.vouched = np.zeros(n, dtype=bool)
         # This round's answer at the row itself, for the noisy rows read call
         # by call: the origin of their cube (one call, one draw).
         self.call_centre = {}
