@@ -131,9 +131,11 @@ class OpenAPIExplainer(
         few, large regions (trees) save most of their queries; on networks,
         whose rows rarely share a region, the rows of a group start at once
         after eight certified models matched none of them. The rows of a
-        group also share the check that the service is deterministic: one
-        in 16 of the rows starting in a call sends itself again for all of
-        them (see the user guide's response precision). ``False`` makes
+        group also share the check that the service is deterministic: after
+        its first wave, whose rows each send their own, one in 16 of the
+        rows starting in a call sends itself again for all of them, until an
+        answer does not repeat (see the user guide's response precision).
+        ``False`` makes
         every row's queries and fit its own.
     batch_size : int, "auto" or None, default="auto"
         How rows are grouped. ``"auto"`` explains them a group at a time, so

@@ -389,11 +389,11 @@ class LocalModelSearch(CubePointsMixin):
         for later rows to match), all of whose rows send their own: a noisy
         service shows there, before any row is vouched for. A service noisy
         at some rows only may go unseen by the sentinels where a row's own
-        repeat would have seen it. Such a row is still never read as more
-        precise than its answers: noise per point shows in its cube's
-        residuals, and noise per call as a residual at its origin, whose
-        answer came from another call; it ends flagged ("boundary") rather
-        than "noisy" (the user guide's limits).
+        repeat would have seen it. Its noise still shows in its cubes:
+        noise per point in their residuals, which set its bound, and noise
+        per call as a residual at its origin, whose answer came from another
+        call; where it stands above the floor the row ends flagged
+        ("boundary") rather than "noisy" (the user guide measures it).
         """
         state = self.state
         if not self.config.reuse_regions or not state.prec.deterministic.all():
