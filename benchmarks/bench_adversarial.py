@@ -703,9 +703,10 @@ def table_row(r):
         # Each row's answers may all come from one replica or the other.
         with np.errstate(invalid="ignore", divide="ignore"):
             near = r["err_replicas"][cert] / bound[cert]
-            over_rtol = int(np.sum((status == "exact") & ~(err <= 1e-8)))
+            rtol = r["params"].get("rtol", OpenAPIExplainer().rtol)
+            over_rtol = int(np.sum((status == "exact") & ~(err <= rtol)))
         notes.append(
-            f"exact with err > rtol (1e-8): {over_rtol}; against the nearer "
+            f"exact with err > rtol ({rtol:g}): {over_rtol}; against the nearer "
             f"replica: {int(np.sum(~(near <= 1)))} past their bounds, worst "
             f"err/bound {np.nanmax(near):.2g}"
         )

@@ -668,8 +668,9 @@ class _RepeatCounter:
 
 @pytest.mark.parametrize("reuse", [True, False])
 def test_sentinels_send_the_repeats_of_a_deterministic_batch(reuse):
-    # With region reuse one row in 16 of a round's first searches sends
-    # itself again for all of them; without it every row sends its own.
+    # With region reuse the first wave's rows each send their own repeat,
+    # then one row in 16 of a round's first searches sends itself again for
+    # all of them; without it every row sends its own.
     mlp, X, rows = _random_relu_mlp(*_NETS[1])
     rows = np.vstack([rows, rows + 0.01])
     counter = _RepeatCounter(mlp.predict_proba, rows)
@@ -679,7 +680,8 @@ def test_sentinels_send_the_repeats_of_a_deterministic_batch(reuse):
     assert set(e.response_precision[searched]) == {"float64"}
     assert set(counter.sent[~searched]) <= {0}
     if reuse:
-        # One per wave of released rows at least, one in 16 of them at most.
+        # At most the first wave's four and one in 16 of the other waves' rows
+        # (one each at least).
         assert 1 <= counter.sent.sum() <= searched.sum() // 16 + 6
         assert set(counter.sent) <= {0, 1}
     else:

@@ -145,6 +145,12 @@ class RadiusSearch:
         # certified, whatever its bound.
         self.curved = False
 
+    def plan_fresh_cube(self):
+        """Plan a new cube at the current radius: ``n_features +
+        n_witnesses`` points of its own, not added to the previous one."""
+        self.n_new = self.n_features + self.n_witnesses
+        self.keep = False
+
     def _excess(self, att):
         if att.bad:
             return True

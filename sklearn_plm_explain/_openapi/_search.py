@@ -423,9 +423,7 @@ class LocalModelSearch(CubePointsMixin):
         for i in rows[held]:
             state.repeated[i] = state.vouched[i] = False
             state.cubes.pop(i, None)
-            search = searches[i]
-            search.keep = False
-            search.n_new = search.n_features + search.n_witnesses
+            searches[i].plan_fresh_cube()
         return ~held
 
     def _release_points(self, searches, Q):
