@@ -106,7 +106,8 @@ class OpenAPIExplainer(
     n_witnesses : int, default=5
         Points sampled beyond the ``d + 1`` needed to solve; their residuals
         estimate the response noise (the certificate's spare degrees of
-        freedom).
+        freedom). Fewer spend fewer queries on each cube but let more kinks
+        pass for noise; see the user guide's trade-off.
     rtol : float, default=1e-8
         Target relative L1 error of every class's slope. A row is ``"exact"``
         only when its error bound is at most ``rtol``.
