@@ -349,6 +349,24 @@ def test_a_slab_thinner_than_the_cubes_is_never_certified():
     _assert_sound(e, W)
 
 
+@pytest.mark.xfail(
+    strict=True,
+    reason="a known limit: on some slabs the row's own first cube is certified "
+    "(the step across the slab below what its test resolves), and region reuse "
+    "hands that model to rows whose own search refuses it, since its probes "
+    "resolve slopes to rtol only at their reach",
+)
+@pytest.mark.parametrize("seed", [6, 37])
+def test_a_slab_thinner_than_the_cubes_on_other_seeds(seed):
+    # Of seeds 0 to 39, nine certify wrong rows: seed 6 one (its own cube,
+    # relative error 1.9e-5), seed 37 121, of which 120 reused the one wrong
+    # model (one with reuse_regions=False). Strict: a fix makes this fail
+    # until the test is made an ordinary one.
+    proba, W, X, rows = _slab_network(300, seed)
+    e = _explain(proba, X, rows)
+    _assert_sound(e, W)
+
+
 def _dense_kink_network(n_rows, seed, rel, d=16, C=4, per_row=16):
     """Affine logits plus ``per_row`` weak ReLU hinges near each row, random
     directions, their hyperplanes 1e-9 to 1e-4 standard deviations from the

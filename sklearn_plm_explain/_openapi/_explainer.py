@@ -106,8 +106,9 @@ class OpenAPIExplainer(
     n_witnesses : int, default=5
         Points sampled beyond the ``d + 1`` needed to solve; their residuals
         estimate the response noise (the certificate's spare degrees of
-        freedom). Fewer spend fewer queries on each cube but let more kinks
-        pass for noise; see the user guide's trade-off.
+        freedom). Fewer spend fewer points on each cube but bound the noise
+        more loosely, so a bound may miss ``rtol`` and the cube grow; see
+        the user guide.
     rtol : float, default=1e-8
         Target relative L1 error of every class's slope. A row is ``"exact"``
         only when its error bound is at most ``rtol``.
