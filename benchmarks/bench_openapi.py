@@ -14,7 +14,8 @@ Run side by side in one process on the anchor models (ANCHORS §4):
 "exact" = relative L1 error of the predicted class's decision features <= 1e-8
 against the network's weights; "wrong claims" = rows a method reports as exact
 although they are not. A last table sets ``n_witnesses`` (the spare points
-per cube) against the queries it costs and the wrong claims it prevents.
+per cube) against the queries it costs and the wrong claims on slabs
+narrower than a cube.
 Usage::
 
     python benchmarks/bench_openapi.py [--rows-lime 20] [--witnesses 1 2 3 4 5 8]
