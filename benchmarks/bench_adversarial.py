@@ -701,9 +701,9 @@ def table_row(r):
         )
     if "err_replicas" in r and cert.any():
         # Each row's answers may all come from one replica or the other.
+        rtol = r["params"].get("rtol", OpenAPIExplainer().rtol)
         with np.errstate(invalid="ignore", divide="ignore"):
             near = r["err_replicas"][cert] / bound[cert]
-            rtol = r["params"].get("rtol", OpenAPIExplainer().rtol)
             over_rtol = int(np.sum((status == "exact") & ~(err <= rtol)))
         notes.append(
             f"exact with err > rtol ({rtol:g}): {over_rtol}; against the nearer "

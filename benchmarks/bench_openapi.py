@@ -186,14 +186,14 @@ def bench_model(name, n_rows, rows_lime):
     return anchor, results, e, ours_s, lime, statuses
 
 
-def shared_regions(model, X):
+def shared_regions(model, X, spare=1):
     """Distinct linear regions (ReLU activation patterns) of a network's rows,
     and the fewest queries per row, in units of d + 2, that any method needs
-    which fits each region once from d + 1 points, tests it at one more and
-    spends one query on every other row of it."""
+    which fits each region once from d + 1 points, tests it at ``spare``
+    more and spends one query on every other row of it."""
     k = _grouped_local_linear_model(model, X)[0].shape[0]
-    d = X.shape[1]
-    return k, (k * (d + 2) + X.shape[0] - k) / (X.shape[0] * (d + 2))
+    n, d = X.shape
+    return k, (k * (d + 1 + spare) + n - k) / (n * (d + 2))
 
 
 def bench_lmt_reuse():
@@ -250,13 +250,13 @@ def bench_witnesses(counts, n_rows=200):
     the spare points change the certificate's known limit there.
     """
     from bench_adversarial import run as run_construction
+    from bench_adversarial import table_row
 
     anchor = make_anchor_model("digits_mlp")
     model, X = anchor.model, anchor.X_test[:n_rows]
     d = X.shape[1]
     targets = model.predict_proba(X).argmax(axis=1)
     truth = decision_features(local_linear_model(model, X)[0], targets)
-    regions = _grouped_local_linear_model(model, X)[0].shape[0]
     rows = []
     for k in counts:
         # One spare point is below the parameter's range; measured all the
@@ -278,7 +278,7 @@ def bench_witnesses(counts, n_rows=200):
                 for name in ("F5", "F5_w1e-8")
             }
         rel = np.abs(e.values - truth).sum(1) / np.abs(truth).sum(1)
-        floor = (regions * (d + 1 + k) + n_rows - regions) / (n_rows * (d + 2))
+        regions, floor = shared_regions(model, X, spare=k)
         row = {
             "n_witnesses": f"{k} (below the range)" if k < 2 else k,
             "digits_mlp exact": f"{e.converged.sum()}/{n_rows}",
@@ -289,8 +289,8 @@ def bench_witnesses(counts, n_rows=200):
         for name, runs in constructions.items():
             counts = []
             for r in runs:
-                exact = r["e"].status == "exact"
-                counts.append(f"{(exact & ~(r['err'] <= 1e-6)).sum()}/{exact.sum()}")
+                exact = (r["e"].status == "exact").sum()
+                counts.append(f"{table_row(r)['wrong exact']}/{exact}")
             row[f"{name}, seeds {SLAB_SEEDS}: wrong exact / exact"] = ", ".join(counts)
         rows.append(row)
     return rows
